@@ -1,0 +1,98 @@
+"""Time hvaudit and DuckDB on the same logs; print wall time, peak RSS, ratios.
+
+Each measured command runs in its own child process; peak RSS comes from
+wait4's rusage of that child alone.
+"""
+import os
+import subprocess
+import sys
+import time
+
+DUCK_LOAD = """
+import duckdb, sys
+con = duckdb.connect()
+con.execute("SET threads TO 2")
+con.execute(f"CREATE TABLE ev AS SELECT * FROM read_ndjson('{sys.argv[1]}', ignore_errors=true)")
+print(con.execute("SELECT count(*) FROM ev").fetchone()[0])
+"""
+
+# Hand-written SQL for the five core families (orphans, parents ending early,
+# reused tokens, missing checkpoints, unverified decisions), as an engineer
+# would write it against the raw NDJSON.
+DUCK_RULES = DUCK_LOAD + """
+q = {}
+q["tasks"] = '''CREATE TABLE tasks AS SELECT task_id,
+  any_value(coalesce(parent_task_id, json_extract_string(payload, '$.parent_task_id'))) AS parent,
+  min(created_at::TIMESTAMPTZ) FILTER (WHERE type LIKE 'task.%') AS start_at,
+  min(created_at::TIMESTAMPTZ) FILTER (WHERE type IN ('task.completed','task.failed','task.cancelled','task.timed_out')) AS end_at,
+  arg_min(type, created_at::TIMESTAMPTZ) FILTER (WHERE type IN ('task.completed','task.failed','task.cancelled','task.timed_out')) AS end_type
+  FROM ev WHERE task_id IS NOT NULL GROUP BY task_id'''
+q["orphans"] = '''SELECT c.task_id FROM tasks c JOIN tasks p ON c.parent = p.task_id
+  WHERE p.end_at IS NOT NULL AND c.start_at < p.end_at AND (c.end_at IS NULL OR (p.end_type = 'task.cancelled' AND c.end_type <> 'task.cancelled'))'''
+q["parent_early"] = '''SELECT p.task_id FROM tasks c JOIN tasks p ON c.parent = p.task_id
+  WHERE p.end_at IS NOT NULL AND c.start_at < p.end_at AND (c.end_at IS NULL OR c.end_at > p.end_at)'''
+q["tokens"] = '''SELECT handoff_token FROM (SELECT DISTINCT id, handoff_token FROM ev WHERE type = 'delegation.handoff.completed')
+  GROUP BY handoff_token HAVING count(*) > 1'''
+q["checkpoints"] = '''SELECT r.id FROM ev r WHERE r.type = 'interruption.requested' AND r.interruption_policy = 'save_and_stop'
+  AND NOT EXISTS (SELECT 1 FROM ev s WHERE s.type = 'interruption.saved' AND s.task_id = r.task_id
+                  AND s.checkpoint_id IS NOT NULL AND s.created_at::TIMESTAMPTZ >= r.created_at::TIMESTAMPTZ)'''
+q["decisions"] = '''SELECT d.id FROM ev d JOIN ev b ON b.id = d.causation_id
+  WHERE d.type IN ('agent.decision.recorded','tool.call.requested','command.requested','delegation.handoff.completed','compensation.requested')
+  AND b.source_trust = 'unverified' '''
+for name, sql in q.items():
+    if name == "tasks":
+        con.execute(sql)
+    else:
+        con.execute(sql).fetchall()
+"""
+
+
+def run(cmd):
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    err = proc.stderr.read().decode(errors="replace")
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 1):
+        sys.exit(f"failed ({code}): {' '.join(map(str, cmd))}\n{err}")
+    return wall, usage.ru_maxrss * 1024
+
+
+def human(n):
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TB"
+
+
+def main():
+    binary, work, sizes = sys.argv[1], sys.argv[2], sys.argv[3:]
+    os.makedirs(work, exist_ok=True)
+    for size in sizes:
+        log = os.path.join(work, f"synth-{size}.ndjson")
+        pq = os.path.join(work, f"synth-{size}-parquet")
+        if not os.path.exists(log):
+            subprocess.run([binary, "synth", "--size", size, "--seed", "1", "-o", log, "-q"], check=True)
+        if not os.path.exists(pq):
+            subprocess.run([binary, "convert", "-q", "-o", pq, log], check=True)
+        mb = os.path.getsize(log) / 1e6
+        results = {}
+        results["hvaudit ingest (sql count)"] = run([binary, "sql", "-q", "-e", "SELECT count(*) FROM events", log])
+        results["hvaudit audit ndjson"] = run([binary, "audit", "-q", "--format", "json", "-o", os.devnull, log])
+        results["hvaudit audit parquet"] = run([binary, "audit", "-q", "--format", "json", "-o", os.devnull, pq])
+        results["duckdb load"] = run([sys.executable, "-c", DUCK_LOAD, log])
+        results["duckdb 5 families"] = run([sys.executable, "-c", DUCK_RULES, log])
+        print(f"\n== {size}: {mb:.0f} MB NDJSON")
+        for name, (wall, rss) in results.items():
+            print(f"  {name:28s} {wall:8.2f} s  {mb / wall:8.0f} MB/s  peak RSS {human(rss)}")
+        r = {k: v[0] for k, v in results.items()}
+        print(f"  ingest rate / duckdb load rate        {r['duckdb load'] / r['hvaudit ingest (sql count)']:.2f}x (target >= 2)")
+        print(f"  audit ndjson / duckdb load time       {r['hvaudit audit ndjson'] / r['duckdb load']:.2f}x (target <= 1.5)")
+        print(f"  audit ndjson / audit parquet time     {r['hvaudit audit ndjson'] / r['hvaudit audit parquet']:.2f}x (target >= 3)")
+        print(f"  duckdb 5 families / audit ndjson time {r['duckdb 5 families'] / r['hvaudit audit ndjson']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+//! The whole rule set over an in-memory table (events/s).
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use hvaudit::audit::{AuditConfig, audit_ingested, block_on};
+use hvaudit::ingest::{IngestOptions, ingest};
+use hvaudit::synth::{SynthOptions, generate};
+
+fn bench_rules(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("bench.ndjson");
+    let opts = SynthOptions {
+        seed: 11,
+        target_bytes: 64 << 20,
+        dialect_mix: 0.2,
+        violations: true,
+        redelivery_rate: 0.01,
+    };
+    let mut log = std::io::BufWriter::new(std::fs::File::create(&path).expect("create log"));
+    generate(&opts, &mut log, &mut std::io::sink()).expect("generate");
+    drop(log);
+    let ingested = ingest(std::slice::from_ref(&path), &IngestOptions::default()).expect("ingest");
+    let cfg = AuditConfig::default();
+    let catalog = cfg.catalog().expect("rules load");
+    let mut group = c.benchmark_group("rules");
+    group.throughput(Throughput::Elements(ingested.total().events));
+    group.sample_size(10);
+    group.bench_function("all_rules_64MB", |b| {
+        b.iter(|| block_on(audit_ingested(&cfg, &catalog, &ingested)).expect("audit"))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_rules);
+criterion_main!(benches);

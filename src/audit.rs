@@ -1,0 +1,203 @@
+//! The front door: configure an audit, run it, get a `Report`.
+
+use crate::engine::{self, EngineOptions, RuleSettings};
+use crate::finding::{InputSummary, Report, Span};
+use crate::ingest::inputs::InputError;
+use crate::ingest::{IngestOptions, Ingested, ingest};
+use crate::rules::{
+    self,
+    catalog::{Catalog, FileError},
+};
+use chrono::{DateTime, Utc};
+use datafusion::arrow::array::{Array, AsArray};
+use datafusion::arrow::datatypes::Int64Type;
+use datafusion::prelude::SessionContext;
+use std::path::PathBuf;
+
+/// Which runtime-semantics rules apply to tasks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SpecMode {
+    /// Each task by the dialect of its first event.
+    #[default]
+    Auto,
+    /// AEP 0.1 child-first semantics for every task (early 0.2 runtimes).
+    V01,
+    /// Harmovela 0.2 parent-last semantics for every task.
+    V02,
+}
+
+/// How handoff tokens are encoded by the runtime that wrote the log.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TokenFormat {
+    /// Never decoded (the spec forbids parsing opaque tokens).
+    #[default]
+    Opaque,
+    /// base64url JSON claims, alone or the middle of three '.'-joined parts.
+    Structured,
+}
+
+/// Everything an audit run needs to know.
+#[derive(Debug, Clone, Default)]
+pub struct AuditConfig {
+    pub inputs: Vec<PathBuf>,
+    pub spec: SpecMode,
+    pub token_format: TokenFormat,
+    /// Only flag a wait when at least this much log follows its opening event.
+    pub horizon_ms: Option<i64>,
+    /// Event types that count as decisions; None = the default set.
+    pub decision_types: Option<Vec<String>>,
+    /// Run only rules whose id matches this glob (e.g. "orphan.*").
+    pub rules_glob: Option<String>,
+    /// Extra rule files (and views) of the same form as queries/.
+    pub rules_dir: Option<PathBuf>,
+    /// Report only findings whose first event lies in [since, until].
+    pub since: Option<DateTime<Utc>>,
+    pub until: Option<DateTime<Utc>>,
+    /// DataFusion memory pool size in bytes (spills to disk beyond it).
+    pub memory_limit: Option<usize>,
+    pub spill_dir: Option<PathBuf>,
+    /// Show progress bars on stderr (only when it is a terminal).
+    pub progress: bool,
+}
+
+impl AuditConfig {
+    pub fn ingest_options(&self) -> IngestOptions {
+        IngestOptions {
+            token_format: self.token_format,
+            ..Default::default()
+        }
+    }
+
+    pub fn engine_options(&self) -> EngineOptions {
+        EngineOptions {
+            memory_limit: self.memory_limit,
+            spill_dir: self.spill_dir.clone(),
+        }
+    }
+
+    fn rule_settings(&self) -> RuleSettings {
+        RuleSettings {
+            spec: self.spec,
+            horizon_ms: self.horizon_ms,
+            token_format: self.token_format,
+            decision_types: self.decision_types.clone(),
+        }
+    }
+
+    /// The rule set this configuration runs.
+    pub fn catalog(&self) -> Result<Catalog, AuditError> {
+        let mut catalog = Catalog::embedded().map_err(AuditError::Rules)?;
+        if let Some(dir) = &self.rules_dir {
+            catalog.add_dir(dir).map_err(AuditError::Rules)?;
+        }
+        if let Some(glob) = &self.rules_glob {
+            catalog.select(glob).map_err(AuditError::Usage)?;
+        }
+        Ok(catalog)
+    }
+}
+
+/// Why an audit could not run at all (exit code 2).
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
+    Rules(Vec<FileError>),
+    #[error("{0}")]
+    Usage(String),
+    #[error("query engine: {0}")]
+    Engine(#[from] datafusion::error::DataFusionError),
+}
+
+/// Run the audit end to end.
+pub fn run_audit(cfg: &AuditConfig) -> Result<Report, AuditError> {
+    let catalog = cfg.catalog()?;
+    let ingested = ingest(&cfg.inputs, &cfg.ingest_options())?;
+    block_on(audit_ingested(cfg, &catalog, &ingested))
+}
+
+/// A multi-threaded runtime for the query engine, for callers without one.
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime starts")
+        .block_on(f)
+}
+
+/// Run the rules over tables already ingested.
+pub async fn audit_ingested(
+    cfg: &AuditConfig,
+    catalog: &Catalog,
+    ingested: &Ingested,
+) -> Result<Report, AuditError> {
+    let ctx = engine::session(&cfg.engine_options())?;
+    engine::register_tables(&ctx, ingested)?;
+    engine::register_settings(&ctx, &cfg.rule_settings())?;
+    let mut rule_errors = rules::register_views(&ctx, catalog).await;
+    let run = rules::run(&ctx, catalog).await;
+    rule_errors.extend(run.errors);
+    let findings = run
+        .findings
+        .into_iter()
+        .filter(|f| {
+            let after = cfg.since.is_none_or(|s| f.at.is_none_or(|t| t >= s));
+            let before = cfg.until.is_none_or(|u| f.at.is_none_or(|t| t <= u));
+            after && before
+        })
+        .collect();
+    let unresolved_basis = count(&ctx, "SELECT count(*) FROM unresolved_basis")
+        .await
+        .unwrap_or(0);
+    let span = span(&ctx).await?;
+    let mut inputs = ingested.inputs.clone();
+    for s in &ingested.skipped {
+        inputs.push(InputSummary {
+            path: s.path.clone(),
+            format: "skipped".into(),
+            error: Some(s.reason.clone()),
+            ..Default::default()
+        });
+    }
+    Ok(Report {
+        tool: "hvaudit".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        inputs,
+        span,
+        rules: catalog.rules.iter().map(|r| r.meta.clone()).collect(),
+        unresolved_basis,
+        findings,
+        rule_errors,
+    })
+}
+
+async fn count(ctx: &SessionContext, sql: &str) -> datafusion::error::Result<u64> {
+    let batches = ctx.sql(sql).await?.collect().await?;
+    let n = batches
+        .first()
+        .filter(|b| b.num_rows() > 0)
+        .map(|b| b.column(0).as_primitive::<Int64Type>().value(0))
+        .unwrap_or(0);
+    Ok(n.max(0) as u64)
+}
+
+async fn span(ctx: &SessionContext) -> datafusion::error::Result<Span> {
+    let batches = ctx
+        .sql("SELECT min(created_us), max(created_us) FROM events")
+        .await?
+        .collect()
+        .await?;
+    let at = |col: usize| {
+        batches.first().and_then(|b| {
+            let a = b.column(col).as_primitive::<Int64Type>();
+            (!a.is_null(0))
+                .then(|| DateTime::from_timestamp_micros(a.value(0)))
+                .flatten()
+        })
+    };
+    Ok(Span {
+        from: at(0),
+        to: at(1),
+    })
+}

@@ -1,0 +1,272 @@
+//! Command-line definitions (clap derive) and their translation into
+//! library calls.
+
+use crate::audit::{SpecMode, TokenFormat};
+use crate::finding::Severity;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "hvaudit",
+    version,
+    about = "Audit Harmovela / AEP agent-runtime event logs with SQL rules",
+    long_about = "Audit Harmovela / AEP agent-runtime event logs (NDJSON, .gz, .zst or Parquet) \
+                  for orphaned tasks, parents ending early, reused handoff tokens, lost \
+                  checkpoints and decisions on unverified information; or query them with SQL."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// No progress bars and no summary on stderr (errors still print).
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the audit rules and write a report.
+    Audit(AuditArgs),
+    /// Query the normalized tables with SQL (events, evidence, bad_lines).
+    Sql(SqlArgs),
+    /// Write the normalized events as Parquet (zstd), partitioned by day.
+    Convert(ConvertArgs),
+    /// List, explain or check rule files.
+    Rules {
+        #[command(subcommand)]
+        action: RulesAction,
+    },
+    /// Generate a synthetic log with planted violations and a truth file.
+    Synth(SynthArgs),
+}
+
+/// Options shared by every command that reads logs.
+#[derive(Args, Debug, Clone)]
+pub struct InputArgs {
+    /// Log files, directories (read recursively) or glob patterns.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// How the runtime encodes handoff tokens; opaque tokens are never decoded.
+    #[arg(long, value_enum, default_value_t = TokenArg::Opaque)]
+    pub token_format: TokenArg,
+    /// Reject lines longer than this many bytes (e.g. 16M).
+    #[arg(long, value_parser = parse_size, default_value = "16M")]
+    pub max_line_bytes: u64,
+    /// Write the rejected lines, verbatim, to this file.
+    #[arg(long, value_name = "FILE")]
+    pub bad_lines: Option<PathBuf>,
+    /// Memory for the query engine (e.g. 2G); beyond it, it spills to disk.
+    #[arg(long, value_parser = parse_size)]
+    pub memory_limit: Option<u64>,
+    /// Directory for spill files (default: the system temp directory).
+    #[arg(long, value_name = "DIR")]
+    pub spill_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct AuditArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Report format.
+    #[arg(long, default_value = "text", value_parser = ["text", "json", "jsonl", "md", "markdown", "html", "sarif"])]
+    pub format: String,
+    /// Write the report here (atomically) instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Run only rules whose id matches (glob, comma-separated: "orphan.*,token.*").
+    #[arg(long, value_name = "GLOB")]
+    pub rules: Option<String>,
+    /// Add rule files (and views/ under it) of the same form as the built-in ones.
+    #[arg(long, value_name = "DIR")]
+    pub rules_dir: Option<PathBuf>,
+    /// Which runtime semantics apply: by each task's version field, or forced.
+    #[arg(long, value_enum, default_value_t = SpecArg::Auto)]
+    pub spec: SpecArg,
+    /// Report only findings at or after this instant (RFC 3339).
+    #[arg(long, value_parser = parse_instant)]
+    pub since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Report only findings at or before this instant (RFC 3339).
+    #[arg(long, value_parser = parse_instant)]
+    pub until: Option<chrono::DateTime<chrono::Utc>>,
+    /// Only flag a wait when at least this much log follows it (e.g. 5m, PT5M).
+    #[arg(long, value_parser = parse_horizon)]
+    pub horizon: Option<i64>,
+    /// Exit 1 when a finding is at or above this severity.
+    #[arg(long, default_value = "high", value_parser = parse_severity)]
+    pub fail_on: Severity,
+    /// Event types that count as decisions (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub decision_types: Option<Vec<String>>,
+    /// Run on a Ballista cluster (df://HOST:PORT).
+    #[arg(long, value_name = "URL")]
+    pub cluster: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct SqlArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// The query to run.
+    #[arg(
+        short = 'e',
+        long = "execute",
+        value_name = "QUERY",
+        conflicts_with = "file"
+    )]
+    pub query: Option<String>,
+    /// Run the queries in this file (separated by ';').
+    #[arg(short, long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = SqlFormat::Table)]
+    pub format: SqlFormat,
+}
+
+#[derive(Args, Debug)]
+pub struct ConvertArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Output: a directory (files partitioned by day) or a FILE.parquet.
+    #[arg(short, long, value_name = "DIR_OR_FILE")]
+    pub output: PathBuf,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RulesAction {
+    /// List every rule with its severity and summary.
+    List {
+        /// Also list rules from this directory.
+        #[arg(long, value_name = "DIR")]
+        rules_dir: Option<PathBuf>,
+    },
+    /// Show a rule's condition, interpretation choices and an example.
+    Explain { id: String },
+    /// Check rule files in a directory: headers parse and the SQL plans.
+    Lint { dir: PathBuf },
+}
+
+#[derive(Args, Debug)]
+pub struct SynthArgs {
+    /// Seed for the generator (same seed, same log).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Approximate size of the log (e.g. 100M, 1G).
+    #[arg(long, value_parser = parse_size, default_value = "10M")]
+    pub size: u64,
+    /// Share of sessions written as AEP 0.1 (0.0 to 1.0).
+    #[arg(long, default_value_t = 0.2)]
+    pub aep_share: f64,
+    /// Share of lines delivered twice.
+    #[arg(long, default_value_t = 0.01)]
+    pub redelivery_rate: f64,
+    /// Only benign traffic (no planted violations).
+    #[arg(long)]
+    pub clean: bool,
+    /// Where to write the log (default stdout).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Where to write the expected findings (JSON lines).
+    #[arg(long, value_name = "FILE")]
+    pub truth: Option<PathBuf>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenArg {
+    Opaque,
+    Structured,
+}
+
+impl From<TokenArg> for TokenFormat {
+    fn from(t: TokenArg) -> Self {
+        match t {
+            TokenArg::Opaque => TokenFormat::Opaque,
+            TokenArg::Structured => TokenFormat::Structured,
+        }
+    }
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpecArg {
+    Auto,
+    #[value(name = "0.1")]
+    V01,
+    #[value(name = "0.2")]
+    V02,
+}
+
+impl From<SpecArg> for SpecMode {
+    fn from(s: SpecArg) -> Self {
+        match s {
+            SpecArg::Auto => SpecMode::Auto,
+            SpecArg::V01 => SpecMode::V01,
+            SpecArg::V02 => SpecMode::V02,
+        }
+    }
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SqlFormat {
+    Table,
+    Csv,
+    Json,
+    Ndjson,
+}
+
+/// Sizes like 512K, 16M, 2G, 1.5G or a plain byte count.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size; use e.g. 512M or 2G"))?;
+    let mult = match unit
+        .trim()
+        .to_ascii_uppercase()
+        .trim_end_matches("IB")
+        .trim_end_matches('B')
+    {
+        "" => 1u64,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        "T" => 1 << 40,
+        _ => return Err(format!("{s:?}: unknown unit; use K, M, G or T")),
+    };
+    Ok((n * mult as f64) as u64)
+}
+
+fn parse_instant(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    crate::ingest::time::parse_instant_us(s)
+        .ok()
+        .and_then(chrono::DateTime::from_timestamp_micros)
+        .ok_or_else(|| format!("{s:?} is not an RFC 3339 instant (e.g. 2026-07-14T12:30:00Z)"))
+}
+
+fn parse_severity(s: &str) -> Result<Severity, String> {
+    s.parse()
+}
+
+/// Durations as ISO 8601 (PT5M) or short forms (90s, 5m, 2h, 1d, 500ms).
+pub fn parse_horizon(s: &str) -> Result<i64, String> {
+    let t = s.trim();
+    if t.starts_with(['P', 'p']) {
+        return crate::ingest::time::parse_duration_ms(t);
+    }
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: i64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration; use e.g. 5m or PT5M"))?;
+    let ms = match unit {
+        "ms" => 1,
+        "s" | "" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(format!("{s:?}: unknown unit; use ms, s, m, h or d")),
+    };
+    Ok(n * ms)
+}

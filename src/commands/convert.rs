@@ -1,0 +1,150 @@
+//! `hvaudit convert`: normalized events to Parquet (zstd). A directory
+//! output gets one file per day of created_at; every file is written under a
+//! temporary name and renamed only when all of them are complete.
+
+use crate::cli::ConvertArgs;
+use crate::ingest::parquet::{RUN_KEY, TABLE_KEY};
+use crate::ingest::schema::{BAD_LINES, EVENTS, LAYOUT_KEY, LAYOUT_VERSION, events_col};
+use crate::ingest::time::day_of_us;
+use datafusion::arrow::array::{Int64Array, RecordBatch, UInt32Array};
+use datafusion::arrow::compute::take_record_batch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::parquet::basic::{Compression, ZstdLevel};
+use datafusion::parquet::file::metadata::KeyValue;
+use datafusion::parquet::file::properties::WriterProperties;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
+    let ingested = super::load(&args.input, quiet)?;
+    let run_id = run_id();
+    let out = &args.output;
+    let single = out.extension().is_some_and(|x| x == "parquet");
+    let mut plan: Vec<(PathBuf, &'static str, SchemaRef, Vec<RecordBatch>)> = Vec::new();
+    if single {
+        plan.push((
+            out.clone(),
+            "events",
+            EVENTS.clone(),
+            ingested.events.clone(),
+        ));
+        if !ingested.bad_lines.is_empty() {
+            let stem = out.file_stem().unwrap_or_default().to_string_lossy();
+            let bad = out.with_file_name(format!("{stem}.bad_lines.parquet"));
+            plan.push((
+                bad,
+                "bad_lines",
+                BAD_LINES.clone(),
+                ingested.bad_lines.clone(),
+            ));
+        }
+    } else {
+        std::fs::create_dir_all(out).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot create {}: {e}; pass a writable directory or a FILE.parquet",
+                out.display()
+            )
+        })?;
+        for (day, batches) in split_by_day(&ingested.events)? {
+            let dir = out.join(format!("day={day}"));
+            plan.push((
+                dir.join(format!("events-{run_id}.parquet")),
+                "events",
+                EVENTS.clone(),
+                batches,
+            ));
+        }
+        if !ingested.bad_lines.is_empty() {
+            let path = out.join(format!("bad_lines-{run_id}.parquet"));
+            plan.push((
+                path,
+                "bad_lines",
+                BAD_LINES.clone(),
+                ingested.bad_lines.clone(),
+            ));
+        }
+    }
+    write_all(&plan, &run_id)?;
+    if !quiet {
+        eprintln!(
+            "hvaudit: wrote {} Parquet file(s) to {}",
+            plan.len(),
+            out.display()
+        );
+    }
+    Ok(0)
+}
+
+/// A name part unique across machines and runs: host, process and time.
+fn run_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let key = format!("{}/{}/{nanos}", host.trim(), std::process::id());
+    format!("{:016x}", xxhash_rust::xxh3::xxh3_64(key.as_bytes()))
+}
+
+fn split_by_day(batches: &[RecordBatch]) -> anyhow::Result<BTreeMap<String, Vec<RecordBatch>>> {
+    let mut days: BTreeMap<String, Vec<RecordBatch>> = BTreeMap::new();
+    for b in batches {
+        let us = b.column(events_col("created_us"));
+        let us = us
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .expect("created_us is Int64");
+        let mut rows: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+        for (r, v) in us.values().iter().enumerate() {
+            rows.entry(day_of_us(*v).to_string())
+                .or_default()
+                .push(r as u32);
+        }
+        for (day, idx) in rows {
+            let taken = take_record_batch(b, &UInt32Array::from(idx))?;
+            days.entry(day).or_default().push(taken);
+        }
+    }
+    Ok(days)
+}
+
+/// Write every planned file to a temp name, then rename them all.
+fn write_all(
+    plan: &[(PathBuf, &str, SchemaRef, Vec<RecordBatch>)],
+    run_id: &str,
+) -> anyhow::Result<()> {
+    let mut done: Vec<(tempfile::NamedTempFile, &Path)> = Vec::new();
+    for (path, table, schema, batches) in plan {
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        let tmp = tempfile::Builder::new()
+            .prefix(".hvaudit-")
+            .suffix(".tmp")
+            .tempfile_in(dir)?;
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
+            .set_key_value_metadata(Some(vec![
+                KeyValue::new(LAYOUT_KEY.into(), LAYOUT_VERSION.to_string()),
+                KeyValue::new(TABLE_KEY.into(), table.to_string()),
+                KeyValue::new(RUN_KEY.into(), run_id.to_string()),
+            ]))
+            .build();
+        let mut w = ArrowWriter::try_new(tmp.reopen()?, schema.clone(), Some(props))?;
+        for b in batches {
+            w.write(b)?;
+        }
+        w.close()?;
+        done.push((tmp, path));
+    }
+    // Dropping an unpersisted temp file deletes it, so an error above leaves
+    // nothing behind; only a complete set is renamed into place.
+    for (tmp, path) in done {
+        tmp.persist(path)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {}", path.display(), e.error))?;
+    }
+    Ok(())
+}

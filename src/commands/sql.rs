@@ -1,0 +1,193 @@
+//! `hvaudit sql`: ad hoc SQL over the normalized tables.
+
+use crate::audit::block_on;
+use crate::cli::{SqlArgs, SqlFormat};
+use crate::engine::{self, EngineOptions, RuleSettings};
+use crate::rules::{self, catalog::Catalog};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::prelude::SessionContext;
+use std::io::Write;
+
+pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
+    let script = match (&args.query, &args.file) {
+        (Some(q), _) => Some(q.clone()),
+        (None, Some(f)) => Some(
+            std::fs::read_to_string(f)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}; check the path", f.display()))?,
+        ),
+        (None, None) => None,
+    };
+    let ingested = super::load(&args.input, quiet)?;
+    block_on(async {
+        let ctx = engine::session(&EngineOptions {
+            memory_limit: args.input.memory_limit.map(|m| m as usize),
+            spill_dir: args.input.spill_dir.clone(),
+        })?;
+        engine::register_tables(&ctx, &ingested)?;
+        engine::register_settings(
+            &ctx,
+            &RuleSettings {
+                token_format: args.input.token_format.into(),
+                ..Default::default()
+            },
+        )?;
+        // The rules' shared views (tasks, ...) are handy for exploration too.
+        if let Ok(catalog) = Catalog::embedded() {
+            rules::register_views(&ctx, &catalog).await;
+        }
+        match script {
+            Some(s) => {
+                for stmt in split_statements(&s) {
+                    run_query(&ctx, &stmt, args.format).await?;
+                }
+                Ok(0)
+            }
+            None => interactive(&ctx, args.format).await,
+        }
+    })
+}
+
+/// Split a script on ';' outside quotes and comments.
+pub fn split_statements(script: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut chars = script.chars().peekable();
+    let mut quote: Option<char> = None;
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), _) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '-') if chars.peek() == Some(&'-') => {
+                // A comment runs to the end of the line.
+                for d in chars.by_ref() {
+                    if d == '\n' {
+                        break;
+                    }
+                }
+                cur.push('\n');
+                continue;
+            }
+            (None, ';') => {
+                if !cur.trim().is_empty() {
+                    out.push(cur.trim().to_string());
+                }
+                cur.clear();
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur.trim().to_string());
+    }
+    out
+}
+
+async fn run_query(ctx: &SessionContext, sql: &str, format: SqlFormat) -> anyhow::Result<()> {
+    let batches = ctx
+        .sql(sql)
+        .await
+        .map_err(|e| anyhow::anyhow!("query failed: {e}"))?
+        .collect()
+        .await
+        .map_err(|e| anyhow::anyhow!("query failed: {e}"))?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    write_batches(&batches, format, &mut out)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Render query results in the chosen format.
+pub fn write_batches(
+    batches: &[RecordBatch],
+    format: SqlFormat,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    use datafusion::arrow::{csv, json, util::pretty};
+    match format {
+        SqlFormat::Table => writeln!(out, "{}", pretty::pretty_format_batches(batches)?)?,
+        SqlFormat::Csv => {
+            let mut w = csv::WriterBuilder::new().with_header(true).build(out);
+            for b in batches {
+                w.write(b)?;
+            }
+        }
+        SqlFormat::Json => {
+            let mut w = json::ArrayWriter::new(&mut *out);
+            let refs: Vec<&RecordBatch> = batches.iter().collect();
+            w.write_batches(&refs)?;
+            w.finish()?;
+            // An empty result is still a JSON array.
+            if batches.iter().all(|b| b.num_rows() == 0) {
+                write!(out, "[]")?;
+            }
+            writeln!(out)?;
+        }
+        SqlFormat::Ndjson => {
+            let mut w = json::LineDelimitedWriter::new(out);
+            let refs: Vec<&RecordBatch> = batches.iter().collect();
+            w.write_batches(&refs)?;
+            w.finish()?;
+        }
+    }
+    Ok(())
+}
+
+/// A prompt with history and multi-line input: a statement ends at ';'.
+async fn interactive(ctx: &SessionContext, format: SqlFormat) -> anyhow::Result<u8> {
+    let mut rl = rustyline::DefaultEditor::new()?;
+    let history =
+        std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".hvaudit_history"));
+    if let Some(h) = &history {
+        let _ = rl.load_history(h);
+    }
+    eprintln!(
+        "tables: events, evidence, bad_lines (and views such as tasks); end statements with ';', quit with \\q or Ctrl-D"
+    );
+    let mut buf = String::new();
+    loop {
+        let prompt = if buf.is_empty() {
+            "hvaudit> "
+        } else {
+            "     ..> "
+        };
+        match rl.readline(prompt) {
+            Ok(line) => {
+                if buf.is_empty() && matches!(line.trim(), "\\q" | "quit" | "exit") {
+                    break;
+                }
+                buf.push_str(&line);
+                buf.push('\n');
+                if line.trim_end().ends_with(';') {
+                    let _ = rl.add_history_entry(buf.trim());
+                    for stmt in split_statements(&buf) {
+                        if let Err(e) = run_query(ctx, &stmt, format).await {
+                            eprintln!("{e}");
+                        }
+                    }
+                    buf.clear();
+                }
+            }
+            Err(rustyline::error::ReadlineError::Interrupted) => buf.clear(),
+            Err(_) => break,
+        }
+    }
+    if let Some(h) = &history {
+        let _ = rl.save_history(h);
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_statements;
+
+    #[test]
+    fn statements_split_outside_quotes_and_comments() {
+        let s = split_statements("SELECT ';' AS a; -- c; d\nSELECT 2;\n");
+        assert_eq!(s, vec!["SELECT ';' AS a", "SELECT 2"]);
+    }
+}

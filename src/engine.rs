@@ -1,0 +1,125 @@
+//! The DataFusion session: memory pool with spill to disk, the normalized
+//! tables, the settings tables the rules read, and the JSON functions for
+//! ad hoc SQL.
+
+use crate::audit::{SpecMode, TokenFormat};
+use crate::ingest::Ingested;
+use crate::ingest::schema::{BAD_LINES, EVENTS, EVIDENCE};
+use datafusion::arrow::array::{Int64Array, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::datasource::MemTable;
+use datafusion::error::Result;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The decision and irreversible-action types when the user names none.
+pub const DEFAULT_DECISION_TYPES: [&str; 5] = [
+    "agent.decision.recorded",
+    "tool.call.requested",
+    "command.requested",
+    "delegation.handoff.completed",
+    "compensation.requested",
+];
+
+/// Session-wide settings.
+#[derive(Debug, Clone, Default)]
+pub struct EngineOptions {
+    /// Memory pool size in bytes; beyond it operators spill to disk.
+    pub memory_limit: Option<usize>,
+    pub spill_dir: Option<PathBuf>,
+}
+
+/// What the rules read from the `settings` and `decision_types` tables.
+#[derive(Debug, Clone, Default)]
+pub struct RuleSettings {
+    pub spec: SpecMode,
+    pub horizon_ms: Option<i64>,
+    pub token_format: TokenFormat,
+    pub decision_types: Option<Vec<String>>,
+}
+
+/// A fresh session with our configuration and the JSON functions.
+pub fn session(opts: &EngineOptions) -> Result<SessionContext> {
+    let mut runtime = RuntimeEnvBuilder::new();
+    if let Some(limit) = opts.memory_limit {
+        runtime = runtime.with_memory_limit(limit, 1.0);
+    }
+    if let Some(dir) = &opts.spill_dir {
+        runtime = runtime.with_temp_file_path(dir.clone());
+    }
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let config = SessionConfig::new()
+        .with_target_partitions(cores)
+        .with_information_schema(true);
+    let mut ctx = SessionContext::new_with_config_rt(config, runtime.build_arc()?);
+    datafusion_functions_json::register_all(&mut ctx)?;
+    Ok(ctx)
+}
+
+/// Register `events`, `evidence` and `bad_lines`, split into partitions so
+/// scans run on every core.
+pub fn register_tables(ctx: &SessionContext, ingested: &Ingested) -> Result<()> {
+    let parts = ctx.state().config().target_partitions().max(1);
+    register(ctx, "events", EVENTS.clone(), &ingested.events, parts)?;
+    register(ctx, "evidence", EVIDENCE.clone(), &ingested.evidence, parts)?;
+    register(ctx, "bad_lines", BAD_LINES.clone(), &ingested.bad_lines, 1)?;
+    Ok(())
+}
+
+fn register(
+    ctx: &SessionContext,
+    name: &str,
+    schema: SchemaRef,
+    batches: &[RecordBatch],
+    parts: usize,
+) -> Result<()> {
+    let mut partitions: Vec<Vec<RecordBatch>> = vec![Vec::new(); parts];
+    for (i, b) in batches.iter().enumerate() {
+        partitions[i % parts].push(b.clone());
+    }
+    let table = MemTable::try_new(schema, partitions)?;
+    ctx.deregister_table(name)?;
+    ctx.register_table(name, Arc::new(table))?;
+    Ok(())
+}
+
+/// Register the one-row `settings` table and `decision_types`.
+pub fn register_settings(ctx: &SessionContext, s: &RuleSettings) -> Result<()> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("spec_override", DataType::Utf8, true),
+        Field::new("horizon_ms", DataType::Int64, true),
+        Field::new("token_format", DataType::Utf8, false),
+    ]));
+    let spec = match s.spec {
+        SpecMode::Auto => None,
+        SpecMode::V01 => Some("0.1"),
+        SpecMode::V02 => Some("0.2"),
+    };
+    let token = match s.token_format {
+        TokenFormat::Opaque => "opaque",
+        TokenFormat::Structured => "structured",
+    };
+    let settings = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(StringArray::from(vec![spec])),
+            Arc::new(Int64Array::from(vec![s.horizon_ms])),
+            Arc::new(StringArray::from(vec![token])),
+        ],
+    )?;
+    register(ctx, "settings", schema, &[settings], 1)?;
+
+    let types: Vec<String> = match &s.decision_types {
+        Some(t) => t.clone(),
+        None => DEFAULT_DECISION_TYPES
+            .iter()
+            .map(|t| t.to_string())
+            .collect(),
+    };
+    let schema = Arc::new(Schema::new(vec![Field::new("type", DataType::Utf8, false)]));
+    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(types))])?;
+    register(ctx, "decision_types", schema, &[batch], 1)
+}

@@ -1,0 +1,261 @@
+//! Findings and the audit report model that every renderer reads.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// Rule severity, ordered from least to most severe so `>=` compares urgency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Low,
+    Medium,
+    High,
+    Critical,
+}
+
+impl Severity {
+    pub const ALL: [Severity; 5] = [
+        Severity::Critical,
+        Severity::High,
+        Severity::Medium,
+        Severity::Low,
+        Severity::Info,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Low => "low",
+            Severity::Medium => "medium",
+            Severity::High => "high",
+            Severity::Critical => "critical",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Severity {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "info" => Ok(Severity::Info),
+            "low" => Ok(Severity::Low),
+            "medium" => Ok(Severity::Medium),
+            "high" => Ok(Severity::High),
+            "critical" => Ok(Severity::Critical),
+            other => Err(format!(
+                "unknown severity '{other}'; use one of critical, high, medium, low, info"
+            )),
+        }
+    }
+}
+
+/// Where an event (or a rejected line) came from: file and line, or file and
+/// row for Parquet input.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Location {
+    pub file: String,
+    pub line: u64,
+    /// The event at that place, when the place holds a parsed event.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<String>,
+}
+
+/// One event of a finding's timeline excerpt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimelineEntry {
+    #[serde(with = "instant")]
+    pub at: Option<DateTime<Utc>>,
+    pub event_id: String,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    pub task_id: Option<String>,
+    pub file: String,
+    pub line: u64,
+}
+
+/// One rule violation with the evidence to act on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    pub rule: String,
+    pub severity: Severity,
+    pub family: String,
+    pub message: String,
+    pub task_id: Option<String>,
+    pub event_ids: Vec<String>,
+    pub locations: Vec<Location>,
+    /// Instant of the earliest event of the finding (sort key and display).
+    #[serde(with = "instant")]
+    pub at: Option<DateTime<Utc>>,
+    /// Stable identity of the finding across runs (rule + events), for SARIF
+    /// partialFingerprints and for diffing reports.
+    pub fingerprint: String,
+    /// The events that make the case, in time order.
+    pub timeline: Vec<TimelineEntry>,
+}
+
+impl Finding {
+    /// The total order of findings in every report: severity (most severe
+    /// first), rule, first instant, file, line, then fingerprint.
+    pub fn sort_key(&self) -> impl Ord + '_ {
+        let first = self.locations.first();
+        (
+            std::cmp::Reverse(self.severity),
+            self.rule.as_str(),
+            self.at,
+            first.map(|l| l.file.as_str()),
+            first.map(|l| l.line),
+            self.fingerprint.as_str(),
+        )
+    }
+}
+
+/// Metadata of one rule, from its SQL file header.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleMeta {
+    pub id: String,
+    pub severity: Severity,
+    pub family: String,
+    /// "any", "0.1" or "0.2".
+    pub dialect: String,
+    pub summary: String,
+    pub spec: String,
+    /// Longer explanation: condition, interpretation choices, an example.
+    pub explain: String,
+}
+
+/// What one input contributed: the accounting identity per input.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputSummary {
+    pub path: String,
+    /// "ndjson", "ndjson.gz", "ndjson.zst" or "parquet".
+    pub format: String,
+    pub bytes: u64,
+    /// Non-blank lines (rows for Parquet) read.
+    pub lines: u64,
+    /// Distinct events (first occurrences of an (id, content) pair).
+    pub events: u64,
+    /// Exact repeats of an event already seen, collapsed.
+    pub redeliveries: u64,
+    /// Lines rejected into bad_lines.
+    pub bad_lines: u64,
+    /// Whitespace-only lines, skipped (not part of the identity).
+    pub blank_lines: u64,
+    /// Set when the input could not be read to its end (e.g. a truncated
+    /// compressed stream); everything before the break is kept.
+    pub error: Option<String>,
+}
+
+impl InputSummary {
+    pub fn identity_holds(&self) -> bool {
+        self.lines == self.events + self.redeliveries + self.bad_lines
+    }
+}
+
+/// The time span covered by the audited events.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Span {
+    #[serde(with = "instant")]
+    pub from: Option<DateTime<Utc>>,
+    #[serde(with = "instant")]
+    pub to: Option<DateTime<Utc>>,
+}
+
+/// Everything a renderer needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub tool: String,
+    pub version: String,
+    pub inputs: Vec<InputSummary>,
+    pub span: Span,
+    pub rules: Vec<RuleMeta>,
+    /// Decision basis references (causation_id / evidence_chain entries)
+    /// naming events that are not in the input.
+    pub unresolved_basis: u64,
+    /// Already sorted by `Finding::sort_key`.
+    pub findings: Vec<Finding>,
+    /// Rules that failed to parse or run, with their error.
+    pub rule_errors: Vec<(String, String)>,
+}
+
+impl Report {
+    pub fn totals(&self) -> InputSummary {
+        let mut t = InputSummary {
+            path: "total".into(),
+            ..Default::default()
+        };
+        for i in &self.inputs {
+            t.bytes += i.bytes;
+            t.lines += i.lines;
+            t.events += i.events;
+            t.redeliveries += i.redeliveries;
+            t.bad_lines += i.bad_lines;
+            t.blank_lines += i.blank_lines;
+        }
+        t
+    }
+
+    /// Count of findings per severity, most severe first (all five listed).
+    pub fn counts_by_severity(&self) -> Vec<(Severity, usize)> {
+        Severity::ALL
+            .iter()
+            .map(|s| {
+                (
+                    *s,
+                    self.findings.iter().filter(|f| f.severity == *s).count(),
+                )
+            })
+            .collect()
+    }
+
+    /// Count of findings per key, sorted by count descending then key.
+    pub fn counts_by<F: Fn(&Finding) -> Option<&str>>(&self, key: F) -> Vec<(String, usize)> {
+        let mut map = std::collections::BTreeMap::<&str, usize>::new();
+        for f in &self.findings {
+            if let Some(k) = key(f) {
+                *map.entry(k).or_default() += 1;
+            }
+        }
+        let mut v: Vec<(String, usize)> =
+            map.into_iter().map(|(k, n)| (k.to_string(), n)).collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        v
+    }
+}
+
+/// RFC 3339 with milliseconds and `Z`, the one format every report uses.
+pub fn fmt_instant(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// Optional instants in JSON as `fmt_instant` text (chrono's own serde
+/// support would rebuild the whole Arrow stack with another feature).
+mod instant {
+    use chrono::{DateTime, Utc};
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+        match t {
+            Some(t) => s.serialize_str(&super::fmt_instant(t)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
+        let text: Option<String> = Option::deserialize(d)?;
+        text.map(|t| {
+            DateTime::parse_from_rfc3339(&t)
+                .map(|t| t.with_timezone(&Utc))
+                .map_err(serde::de::Error::custom)
+        })
+        .transpose()
+    }
+}

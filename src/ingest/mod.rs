@@ -1,0 +1,281 @@
+//! Ingest: inputs -> normalized Arrow tables `events`, `evidence`, `bad_lines`.
+
+pub mod dedup;
+pub mod evidence;
+pub mod inputs;
+pub mod ndjson;
+pub mod normalize;
+pub mod parquet;
+pub mod payload;
+pub mod payload_schema;
+pub mod row;
+pub mod schema;
+pub mod time;
+pub mod token;
+
+use crate::audit::TokenFormat;
+use crate::finding::InputSummary;
+use datafusion::arrow::array::{Int64Builder, StringBuilder};
+use datafusion::arrow::record_batch::RecordBatch;
+use inputs::{Format, Input, InputError, Skipped};
+use ndjson::{BadLine, ParsedChunk};
+use normalize::NormalizeOptions;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, mpsc};
+
+/// How to read the inputs.
+#[derive(Debug, Clone)]
+pub struct IngestOptions {
+    pub token_format: TokenFormat,
+    pub max_line_bytes: usize,
+    /// Parser threads; 0 = one per core.
+    pub threads: usize,
+    /// Keep rejected lines verbatim (for `--bad-lines FILE`).
+    pub keep_bad_raw: bool,
+    /// Bytes read so far across inputs, for a progress bar.
+    pub progress: Arc<AtomicU64>,
+}
+
+impl Default for IngestOptions {
+    fn default() -> Self {
+        IngestOptions {
+            token_format: TokenFormat::Opaque,
+            max_line_bytes: ndjson::DEFAULT_MAX_LINE_BYTES,
+            threads: 0,
+            keep_bad_raw: false,
+            progress: Arc::default(),
+        }
+    }
+}
+
+/// The normalized tables and the accounting of how they were made.
+pub struct Ingested {
+    pub events: Vec<RecordBatch>,
+    pub evidence: Vec<RecordBatch>,
+    pub bad_lines: Vec<RecordBatch>,
+    pub inputs: Vec<InputSummary>,
+    /// Paths inside directories or globs that could not be used.
+    pub skipped: Vec<Skipped>,
+    /// Rejected lines verbatim, in input order (only with keep_bad_raw).
+    pub bad_raw: Vec<Vec<u8>>,
+}
+
+impl Ingested {
+    pub fn total(&self) -> InputSummary {
+        let mut t = InputSummary {
+            path: "total".into(),
+            ..Default::default()
+        };
+        for i in &self.inputs {
+            t.bytes += i.bytes;
+            t.lines += i.lines;
+            t.events += i.events;
+            t.redeliveries += i.redeliveries;
+            t.bad_lines += i.bad_lines;
+            t.blank_lines += i.blank_lines;
+        }
+        t
+    }
+}
+
+/// Expand the paths and read every input.
+pub fn ingest(paths: &[PathBuf], opts: &IngestOptions) -> Result<Ingested, InputError> {
+    let (inputs, skipped) = inputs::expand(paths)?;
+    Ok(ingest_inputs(&inputs, skipped, opts))
+}
+
+/// Read already expanded inputs.
+pub fn ingest_inputs(inputs: &[Input], skipped: Vec<Skipped>, opts: &IngestOptions) -> Ingested {
+    let threads = if opts.threads == 0 {
+        std::thread::available_parallelism().map_or(2, |n| n.get())
+    } else {
+        opts.threads
+    };
+    let mut read_errors: Vec<Option<String>> = vec![None; inputs.len()];
+    let mut chunks: Vec<ParsedChunk> = Vec::new();
+
+    // Parquet inputs are read first: they may fix the seq space (see parquet.rs).
+    let parquet = parquet::read_all(inputs, opts);
+    let file_offset = parquet.next_file_idx;
+    for (idx, r) in parquet.errors {
+        read_errors[idx] = Some(r);
+    }
+    chunks.extend(parquet.chunks);
+
+    // NDJSON: one reader thread cuts chunks, workers parse them.
+    let ndjson_inputs: Vec<(usize, &Input)> = inputs
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| i.format != Format::Parquet)
+        .collect();
+    let norm = NormalizeOptions {
+        token_format: opts.token_format,
+    };
+    let names: Vec<Arc<str>> = inputs
+        .iter()
+        .map(|i| Arc::from(i.display.as_str()))
+        .collect();
+    std::thread::scope(|scope| {
+        let (chunk_tx, chunk_rx) = mpsc::sync_channel::<ndjson::Chunk>(threads * 2);
+        let chunk_rx = Arc::new(Mutex::new(chunk_rx));
+        let (out_tx, out_rx) = mpsc::channel::<ParsedChunk>();
+        for _ in 0..threads {
+            let rx = Arc::clone(&chunk_rx);
+            let tx = out_tx.clone();
+            let (names, ndjson_inputs) = (&names, &ndjson_inputs);
+            scope.spawn(move || {
+                loop {
+                    let next = rx.lock().map(|r| r.recv());
+                    let Ok(Ok(chunk)) = next else { break };
+                    let input_idx = ndjson_inputs[(chunk.file_idx - file_offset) as usize].0;
+                    let name = Arc::clone(&names[input_idx]);
+                    let parsed = ndjson::parse_chunk(chunk, name, opts.max_line_bytes, norm);
+                    if tx.send(parsed).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(out_tx);
+        let reader = scope.spawn(|| {
+            let mut errors = Vec::new();
+            for (n, (input_idx, input)) in ndjson_inputs.iter().enumerate() {
+                let file_idx = file_offset + n as u32;
+                let mut send = |c: ndjson::Chunk| {
+                    let _ = chunk_tx.send(c);
+                };
+                let err = ndjson::read_chunks(
+                    input,
+                    file_idx,
+                    opts.max_line_bytes,
+                    Arc::clone(&opts.progress),
+                    &mut send,
+                );
+                errors.push((*input_idx, err));
+            }
+            drop(chunk_tx);
+            errors
+        });
+        chunks.extend(out_rx.iter());
+        for (idx, err) in reader.join().expect("reader thread does not panic") {
+            read_errors[idx] = err;
+        }
+    });
+    assemble(
+        inputs,
+        skipped,
+        chunks,
+        read_errors,
+        file_offset,
+        &ndjson_inputs,
+        opts,
+    )
+}
+
+fn assemble(
+    inputs: &[Input],
+    skipped: Vec<Skipped>,
+    mut chunks: Vec<ParsedChunk>,
+    read_errors: Vec<Option<String>>,
+    file_offset: u32,
+    ndjson_inputs: &[(usize, &Input)],
+    opts: &IngestOptions,
+) -> Ingested {
+    chunks.sort_by_key(|c| (c.file_idx, c.chunk_idx));
+    // Which input each file index belongs to.
+    let input_of = |file_idx: u32| -> usize {
+        if file_idx >= file_offset {
+            ndjson_inputs[(file_idx - file_offset) as usize].0
+        } else {
+            parquet::input_of(inputs, file_idx)
+        }
+    };
+    let deduped = dedup::dedup(&chunks);
+    let mut summaries: Vec<InputSummary> = inputs
+        .iter()
+        .map(|i| InputSummary {
+            path: i.display.clone(),
+            format: i.format.name().into(),
+            bytes: i.bytes,
+            ..Default::default()
+        })
+        .collect();
+    for (i, e) in read_errors.into_iter().enumerate() {
+        summaries[i].error = e;
+    }
+    let mut bad: Vec<(&str, &BadLine)> = Vec::new();
+    for (chunk, (events, redeliveries)) in chunks.iter().zip(&deduped.per_chunk) {
+        let s = &mut summaries[input_of(chunk.file_idx)];
+        s.lines += chunk.lines;
+        s.blank_lines += chunk.blank;
+        s.events += events;
+        s.redeliveries += redeliveries;
+        s.bad_lines += chunk.bad.len() as u64;
+        let name = inputs[input_of(chunk.file_idx)].display.as_str();
+        bad.extend(
+            chunk
+                .bad
+                .iter()
+                .map(|b| (b.src_file.as_deref().unwrap_or(name), b)),
+        );
+    }
+    let events: Vec<RecordBatch> = deduped
+        .batches
+        .into_iter()
+        .filter(|b| b.num_rows() > 0)
+        .collect();
+    let evidence = events
+        .iter()
+        .map(evidence::explode)
+        .filter(|b| b.num_rows() > 0)
+        .collect();
+    let bad_raw = if opts.keep_bad_raw {
+        bad.iter().map(|(_, b)| b.raw.clone()).collect()
+    } else {
+        Vec::new()
+    };
+    Ingested {
+        events,
+        evidence,
+        bad_lines: bad_lines_batch(&bad).into_iter().collect(),
+        inputs: summaries,
+        skipped,
+        bad_raw,
+    }
+}
+
+fn bad_lines_batch(bad: &[(&str, &BadLine)]) -> Option<RecordBatch> {
+    if bad.is_empty() {
+        return None;
+    }
+    let mut seq = Int64Builder::new();
+    let mut file = StringBuilder::new();
+    let mut line = Int64Builder::new();
+    let mut reason = StringBuilder::new();
+    let mut excerpt = StringBuilder::new();
+    let mut id = StringBuilder::new();
+    let mut type_ = StringBuilder::new();
+    for (name, b) in bad {
+        seq.append_value(b.seq);
+        file.append_value(name);
+        line.append_value(b.line as i64);
+        reason.append_value(&b.reason);
+        excerpt.append_value(&b.excerpt);
+        id.append_option(b.id.as_deref());
+        type_.append_option(b.type_.as_deref());
+    }
+    RecordBatch::try_new(
+        schema::BAD_LINES.clone(),
+        vec![
+            Arc::new(seq.finish()),
+            Arc::new(file.finish()),
+            Arc::new(line.finish()),
+            Arc::new(reason.finish()),
+            Arc::new(excerpt.finish()),
+            Arc::new(id.finish()),
+            Arc::new(type_.finish()),
+        ],
+    )
+    .ok()
+}

@@ -1,0 +1,334 @@
+//! Streaming NDJSON reading: one reader thread cuts each input into chunks of
+//! whole lines; worker threads parse chunks into Arrow batches in parallel.
+//! Memory stays bounded by chunk size x channel depth, whatever the file size.
+
+use super::inputs::{Format, Input};
+use super::normalize::{NormalizeOptions, parse_line};
+use super::row::EventBuilders;
+use datafusion::arrow::record_batch::RecordBatch;
+use std::io::{self, BufReader, Read};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Bytes per chunk handed to a worker.
+const CHUNK_BYTES: usize = 4 << 20;
+/// Lines longer than this are rejected without being held in memory.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 16 << 20;
+
+/// A run of whole lines of one input.
+pub struct Chunk {
+    pub file_idx: u32,
+    pub chunk_idx: u32,
+    /// 1-based number of the first line in `data`.
+    pub first_line: u64,
+    pub data: Vec<u8>,
+    /// A line that was too long to hold: (line number, its length so far).
+    pub oversized: Option<(u64, u64)>,
+}
+
+/// A rejected line.
+#[derive(Debug, Clone)]
+pub struct BadLine {
+    pub seq: i64,
+    pub line: u64,
+    pub reason: String,
+    pub excerpt: String,
+    pub id: Option<String>,
+    pub type_: Option<String>,
+    /// The line as read, for `--bad-lines` (empty when it was too long).
+    pub raw: Vec<u8>,
+    /// The original file, when it differs from the input read (bad lines
+    /// stored in Parquet by `convert`).
+    pub src_file: Option<Arc<str>>,
+}
+
+/// What a worker made of a chunk.
+pub struct ParsedChunk {
+    pub file_idx: u32,
+    pub chunk_idx: u32,
+    pub events: RecordBatch,
+    /// Per event row: (id hash, content hash).
+    pub keys: Vec<(u128, u64)>,
+    pub bad: Vec<BadLine>,
+    pub lines: u64,
+    pub blank: u64,
+}
+
+/// Global input order: file index in the high bits, line (or row) below.
+pub fn seq_of(file_idx: u32, line: u64) -> i64 {
+    ((file_idx as i64) << 40) | (line as i64 & ((1 << 40) - 1))
+}
+
+/// Counts compressed bytes as they are read, for progress and error offsets.
+struct Counting<R> {
+    inner: R,
+    count: Arc<AtomicU64>,
+    total: u64,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.fetch_add(n as u64, Ordering::Relaxed);
+        self.total += n as u64;
+        Ok(n)
+    }
+}
+
+/// Read one input, sending chunks of whole lines. Returns the error that
+/// stopped the read early (everything before it was sent).
+pub fn read_chunks(
+    input: &Input,
+    file_idx: u32,
+    max_line: usize,
+    progress: Arc<AtomicU64>,
+    send: &mut dyn FnMut(Chunk),
+) -> Option<String> {
+    let file = match std::fs::File::open(&input.path) {
+        Ok(f) => f,
+        Err(e) => return Some(format!("cannot open: {e}")),
+    };
+    let counting = Counting {
+        inner: BufReader::with_capacity(1 << 20, file),
+        count: progress,
+        total: 0,
+    };
+    let mut reader: Box<dyn Read> = match input.format {
+        Format::Gzip => Box::new(flate2::read::MultiGzDecoder::new(counting)),
+        Format::Zstd => match zstd::stream::read::Decoder::with_buffer(BufReader::new(counting)) {
+            Ok(d) => Box::new(d),
+            Err(e) => return Some(format!("not a readable zstd stream: {e}")),
+        },
+        _ => Box::new(counting),
+    };
+    let mut state = Cutter {
+        file_idx,
+        chunk_idx: 0,
+        next_line: 1,
+        max_line,
+        buf: Vec::with_capacity(CHUNK_BYTES + 4096),
+        decompressed: 0,
+    };
+    let mut first = true;
+    loop {
+        let start = state.buf.len();
+        state.buf.resize(start + CHUNK_BYTES, 0);
+        let read = read_full(&mut reader, &mut state.buf[start..]);
+        let (n, err) = match read {
+            Ok(n) => (n, None),
+            Err((n, e)) => (n, Some(e)),
+        };
+        state.buf.truncate(start + n);
+        state.decompressed += n as u64;
+        if first {
+            // A UTF-8 byte order mark is not part of the first line.
+            if state.buf.starts_with(&[0xef, 0xbb, 0xbf]) {
+                state.buf.drain(..3);
+            }
+            first = false;
+        }
+        let at_end = n == 0 || err.is_some();
+        state.cut(at_end, send, &mut reader);
+        if let Some(e) = err {
+            let what = match input.format {
+                Format::Gzip => "gzip stream",
+                Format::Zstd => "zstd stream",
+                _ => "file",
+            };
+            return Some(format!(
+                "{what} broke after {} bytes of data (line {}): {e}; lines before it were kept",
+                state.decompressed,
+                state.next_line.saturating_sub(1).max(1)
+            ));
+        }
+        if at_end {
+            return None;
+        }
+    }
+}
+
+/// Read until the buffer is full or the stream ends; on error also report how
+/// much was read before it.
+fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> Result<usize, (usize, io::Error)> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err((got, e)),
+        }
+    }
+    Ok(got)
+}
+
+struct Cutter {
+    file_idx: u32,
+    chunk_idx: u32,
+    next_line: u64,
+    max_line: usize,
+    buf: Vec<u8>,
+    decompressed: u64,
+}
+
+impl Cutter {
+    fn emit(&mut self, data: Vec<u8>, oversized: Option<(u64, u64)>, send: &mut dyn FnMut(Chunk)) {
+        let lines = memchr::memchr_iter(b'\n', &data).count() as u64
+            + u64::from(!data.is_empty() && !data.ends_with(b"\n"))
+            + u64::from(oversized.is_some());
+        send(Chunk {
+            file_idx: self.file_idx,
+            chunk_idx: self.chunk_idx,
+            first_line: self.next_line,
+            data,
+            oversized,
+        });
+        self.chunk_idx += 1;
+        self.next_line += lines;
+    }
+
+    /// Send the whole lines in the buffer; keep a trailing partial line.
+    fn cut(&mut self, at_end: bool, send: &mut dyn FnMut(Chunk), reader: &mut dyn Read) {
+        if at_end {
+            if !self.buf.is_empty() {
+                let data = std::mem::take(&mut self.buf);
+                self.emit(data, None, send);
+            }
+            return;
+        }
+        match memchr::memrchr(b'\n', &self.buf) {
+            Some(last) => {
+                let rest = self.buf.split_off(last + 1);
+                let data = std::mem::replace(&mut self.buf, rest);
+                self.emit(data, None, send);
+            }
+            None if self.buf.len() > self.max_line => {
+                // One line longer than the cap: drop it as we read it.
+                let mut len = self.buf.len() as u64;
+                self.buf.clear();
+                let mut scratch = vec![0u8; 1 << 16];
+                loop {
+                    match read_full(reader, &mut scratch) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            self.decompressed += n as u64;
+                            if let Some(nl) = memchr::memchr(b'\n', &scratch[..n]) {
+                                len += nl as u64;
+                                self.buf.extend_from_slice(&scratch[nl + 1..n]);
+                                break;
+                            }
+                            len += n as u64;
+                        }
+                    }
+                }
+                self.emit(Vec::new(), Some((self.next_line, len)), send);
+            }
+            None => {} // keep reading: the line continues
+        }
+    }
+}
+
+/// Parse one chunk into events and bad lines.
+pub fn parse_chunk(
+    chunk: Chunk,
+    src_file: Arc<str>,
+    max_line: usize,
+    opts: NormalizeOptions,
+) -> ParsedChunk {
+    let mut builders = EventBuilders::new(src_file, chunk.data.len() / 400);
+    let mut keys = Vec::with_capacity(chunk.data.len() / 400);
+    let mut bad = Vec::new();
+    let (mut lines, mut blank) = (0u64, 0u64);
+    if let Some((line, len)) = chunk.oversized {
+        lines += 1;
+        bad.push(BadLine {
+            seq: seq_of(chunk.file_idx, line),
+            line,
+            reason: format!(
+                "line of {len} bytes exceeds the {max_line}-byte cap (--max-line-bytes)"
+            ),
+            excerpt: String::new(),
+            id: None,
+            type_: None,
+            raw: Vec::new(),
+            src_file: None,
+        });
+    }
+    let mut line_no = chunk.first_line;
+    // The piece after a final newline is not a line.
+    let body = chunk.data.strip_suffix(b"\n").unwrap_or(&chunk.data);
+    let pieces = (!chunk.data.is_empty()).then(|| body.split(|b| *b == b'\n'));
+    for raw in pieces.into_iter().flatten() {
+        let this = line_no;
+        line_no += 1;
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        if raw.iter().all(u8::is_ascii_whitespace) {
+            blank += 1;
+            continue;
+        }
+        lines += 1;
+        let seq = seq_of(chunk.file_idx, this);
+        let reject = |reason: String, id: Option<String>, type_: Option<String>| BadLine {
+            seq,
+            line: this,
+            reason,
+            excerpt: excerpt(raw),
+            id,
+            type_,
+            raw: raw.to_vec(),
+            src_file: None,
+        };
+        if raw.len() > max_line {
+            bad.push(reject(
+                format!(
+                    "line of {} bytes exceeds the {max_line}-byte cap (--max-line-bytes)",
+                    raw.len()
+                ),
+                None,
+                None,
+            ));
+            continue;
+        }
+        let text = match std::str::from_utf8(raw) {
+            Ok(t) => t,
+            Err(e) => {
+                bad.push(reject(
+                    format!("invalid UTF-8 at byte {}", e.valid_up_to()),
+                    None,
+                    None,
+                ));
+                continue;
+            }
+        };
+        match parse_line(text, seq, this as i64, opts) {
+            Ok(p) => {
+                builders.push(&p.row);
+                keys.push((p.id_hash, p.content_hash));
+            }
+            Err(r) => bad.push(reject(r.reason, r.id, r.type_)),
+        }
+    }
+    ParsedChunk {
+        file_idx: chunk.file_idx,
+        chunk_idx: chunk.chunk_idx,
+        events: builders.finish(),
+        keys,
+        bad,
+        lines,
+        blank,
+    }
+}
+
+/// A short, printable excerpt of a line for reports.
+pub fn excerpt(raw: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&raw[..raw.len().min(160)]);
+    let mut out: String = text
+        .chars()
+        .take(120)
+        .map(|c| if c.is_control() { '\u{FFFD}' } else { c })
+        .collect();
+    if raw.len() > 160 || text.chars().count() > 120 {
+        out.push('…');
+    }
+    out
+}

@@ -1,0 +1,563 @@
+//! One NDJSON line -> one normalized `Row`, or the reason it is rejected.
+//!
+//! The line is parsed once into its top-level members (values kept as raw
+//! JSON slices); each known member is then typed on its own, so a mis-typed
+//! field is named in the rejection, and unknown members are kept in `extra`.
+
+use super::row::Row;
+use super::time::{parse_duration_ms, parse_instant_us};
+use super::{payload_schema, token};
+use crate::audit::TokenFormat;
+use serde::Deserialize;
+use serde::de::{self, MapAccess, Visitor};
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::fmt;
+use xxhash_rust::xxh3::xxh3_64;
+
+/// A rejected line: why, plus the id and type when they could be read.
+#[derive(Debug)]
+pub struct Rejection {
+    pub reason: String,
+    pub id: Option<String>,
+    pub type_: Option<String>,
+}
+
+impl Rejection {
+    fn new(reason: impl Into<String>) -> Self {
+        Rejection {
+            reason: reason.into(),
+            id: None,
+            type_: None,
+        }
+    }
+}
+
+/// A parsed line: the row plus the hashes used to collapse redeliveries.
+pub struct Parsed<'a> {
+    pub row: Row<'a>,
+    /// Hash of the id (the dedup key).
+    pub id_hash: u128,
+    /// Order-independent hash of the members; equal hashes mean equal
+    /// content. Different hashes are compared again value by value.
+    pub content_hash: u64,
+}
+
+/// Top-level members of a JSON object, values as raw slices.
+struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut members: Vec<(Cow<'de, str>, &'de RawValue)> = Vec::with_capacity(24);
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    if members.iter().any(|(k, _)| *k == key) {
+                        return Err(de::Error::custom(format!("duplicate key `{key}`")));
+                    }
+                    let value = map.next_value()?;
+                    members.push((key, value));
+                }
+                Ok(Members(members))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// Settings that change how lines are read.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NormalizeOptions {
+    pub token_format: TokenFormat,
+}
+
+/// Parse one line (without its newline) into a row.
+pub fn parse_line<'a>(
+    line: &'a str,
+    seq: i64,
+    src_line: i64,
+    opts: NormalizeOptions,
+) -> Result<Parsed<'a>, Rejection> {
+    let members: Members<'a> = serde_json::from_str(line).map_err(|e| {
+        let msg = strip_position(&e.to_string());
+        Rejection::new(match e.classify() {
+            serde_json::error::Category::Eof => format!("truncated JSON: {msg}"),
+            serde_json::error::Category::Data => format!("not a JSON object: {msg}"),
+            _ => format!("not JSON: {msg}"),
+        })
+    })?;
+    let mut content_hash = 0u64;
+    for (k, v) in &members.0 {
+        let mut h = xxh3_64(k.as_bytes());
+        h = h.rotate_left(17) ^ xxh3_64(v.get().as_bytes());
+        content_hash = content_hash.wrapping_add(h);
+    }
+    let mut b = RowBuilder::default();
+    let mut extra: Vec<(&Cow<'a, str>, &'a RawValue)> = Vec::new();
+    let mut result = Ok(());
+    for (k, v) in &members.0 {
+        match b.member(k, v) {
+            Ok(true) => {}
+            Ok(false) => extra.push((k, v)),
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    let row = result
+        .and_then(|_| b.finish(seq, src_line, extra, opts))
+        .map_err(|reason| Rejection {
+            reason,
+            id: members
+                .0
+                .iter()
+                .find(|(k, _)| k == "id")
+                .and_then(|(_, v)| plain(v)),
+            type_: members
+                .0
+                .iter()
+                .find(|(k, _)| k == "type")
+                .and_then(|(_, v)| plain(v)),
+        })?;
+    let id_hash = xxhash_rust::xxh3::xxh3_128(row.id.as_bytes());
+    Ok(Parsed {
+        row,
+        id_hash,
+        content_hash,
+    })
+}
+
+fn plain(v: &RawValue) -> Option<String> {
+    serde_json::from_str::<String>(v.get()).ok()
+}
+
+/// serde_json appends "at line 1 column N"; the column is kept, the line is
+/// always 1 for a single line and reported separately.
+fn strip_position(msg: &str) -> String {
+    msg.replace(" at line 1 column ", " at column ")
+}
+
+/// Members of the envelope as read, before they are checked together.
+#[derive(Default)]
+struct RowBuilder<'a> {
+    strs: Vec<(&'static str, Cow<'a, str>)>,
+    payload: Option<&'a RawValue>,
+    delivery: Option<&'a RawValue>,
+    evidence_chain: Option<&'a RawValue>,
+    confidence: Option<f64>,
+    attestation_count: Option<f64>,
+    expires_at_null: bool,
+}
+
+/// Known string members of the envelope.
+const STRING_MEMBERS: [&str; 31] = [
+    "spec_version",
+    "aep_version",
+    "id",
+    "type",
+    "source",
+    "target",
+    "topic",
+    "session_id",
+    "conversation_id",
+    "task_id",
+    "parent_task_id",
+    "correlation_id",
+    "causation_id",
+    "created_at",
+    "expires_at",
+    "payload_schema",
+    "belief_status",
+    "belief_scope",
+    "valid_from",
+    "valid_until",
+    "stale_after",
+    "refresh_hint",
+    "delegated_by",
+    "delegated_to",
+    "handoff_token",
+    "checkpoint_id",
+    "checkpoint_at",
+    "interruption_policy",
+    "compensation_id",
+    "source_trust",
+    "data_provenance",
+];
+
+impl<'a> RowBuilder<'a> {
+    /// Take one member; Ok(false) when it is not an envelope field.
+    fn member(&mut self, key: &str, v: &'a RawValue) -> Result<bool, String> {
+        let raw = v.get();
+        match key {
+            "payload" => self.payload = Some(v),
+            "delivery" => self.delivery = (raw != "null").then_some(v),
+            "evidence_chain" => self.evidence_chain = (raw != "null").then_some(v),
+            "confidence" => self.confidence = number(key, raw)?,
+            "attestation_count" => self.attestation_count = number(key, raw)?,
+            "expires_at" if raw == "null" => self.expires_at_null = true,
+            _ => match STRING_MEMBERS.iter().find(|k| **k == key) {
+                Some(name) => {
+                    if let Some(s) = string(name, v)? {
+                        self.strs.push((name, s));
+                    }
+                }
+                None => return Ok(false),
+            },
+        }
+        Ok(true)
+    }
+
+    fn take(&mut self, name: &str) -> Option<Cow<'a, str>> {
+        let at = self.strs.iter().position(|(k, _)| *k == name)?;
+        Some(self.strs.swap_remove(at).1)
+    }
+
+    fn finish(
+        mut self,
+        seq: i64,
+        src_line: i64,
+        extra: Vec<(&Cow<'a, str>, &'a RawValue)>,
+        opts: NormalizeOptions,
+    ) -> Result<Row<'a>, String> {
+        let spec_version = self.take("spec_version");
+        let aep_version = self.take("aep_version");
+        let dialect = match (&spec_version, &aep_version) {
+            (Some(v), _) if v.starts_with("0.1") => "0.1",
+            (Some(_), _) => "0.2",
+            (None, Some(_)) => "0.1",
+            (None, None) => {
+                return Err("missing required field spec_version (or aep_version)".into());
+            }
+        };
+        for (name, v) in [
+            ("spec_version", &spec_version),
+            ("aep_version", &aep_version),
+        ] {
+            if v.as_deref() == Some("") {
+                return Err(format!("required field {name} is empty"));
+            }
+        }
+        let mut required = |name: &str| -> Result<Cow<'a, str>, String> {
+            match self.take(name) {
+                Some(s) if !s.is_empty() => Ok(s),
+                Some(_) => Err(format!("required field {name} is empty")),
+                None => Err(format!("missing required field {name}")),
+            }
+        };
+        let id = required("id")?;
+        let type_ = required("type")?;
+        let source = required("source")?;
+        let created_at = required("created_at")?;
+        let payload = self.payload.ok_or("missing required field payload")?;
+        if !valid_type(&type_) {
+            return Err(format!(
+                "field type {type_:?} does not match ^[a-z][a-z0-9]*(\\.[a-z][a-z0-9_]*)+$"
+            ));
+        }
+        let created_us = instant("created_at", &created_at)?;
+        let expires_us = self.instant("expires_at")?;
+        let valid_from_us = self.instant("valid_from")?;
+        let valid_until_us = self.instant("valid_until")?;
+        let checkpoint_at_us = self.instant("checkpoint_at")?;
+        self.check_enum(
+            "belief_status",
+            &[
+                "asserted",
+                "retracted",
+                "revised",
+                "contradicted",
+                "unknown",
+            ],
+        )?;
+        self.check_enum(
+            "belief_scope",
+            &[
+                "fact",
+                "inference",
+                "observation",
+                "preference",
+                "hypothesis",
+            ],
+        )?;
+        self.check_enum(
+            "interruption_policy",
+            &["save_and_stop", "drain_then_stop", "force_stop"],
+        )?;
+        self.check_enum(
+            "source_trust",
+            &["verified", "attested", "unverified", "signed"],
+        )?;
+        if let Some(c) = self.confidence
+            && !(0.0..=1.0).contains(&c)
+        {
+            return Err(format!("field confidence {c} is outside 0..1"));
+        }
+        if let Some(c) = self.attestation_count
+            && c < 0.0
+        {
+            return Err(format!("field attestation_count {c} is negative"));
+        }
+        if self.take_ref("handoff_token") == Some("") {
+            return Err("field handoff_token is empty".into());
+        }
+        let stale_after = self.take("stale_after");
+        let stale_after_ms = match &stale_after {
+            Some(s) => Some(parse_duration_ms(s).map_err(|e| format!("field stale_after: {e}"))?),
+            None => None,
+        };
+        let stale_at_us = match (valid_until_us, stale_after_ms) {
+            (Some(u), Some(ms)) => Some(u.min(created_us.saturating_add(ms.saturating_mul(1000)))),
+            (Some(u), None) => Some(u),
+            (None, Some(ms)) => Some(created_us.saturating_add(ms.saturating_mul(1000))),
+            (None, None) => None,
+        };
+        let delivery = match self.delivery {
+            Some(d) => Some(parse_delivery(d)?),
+            None => None,
+        };
+        let evidence_len = match self.evidence_chain {
+            Some(e) => Some(check_evidence(e)?),
+            None => None,
+        };
+        let fields = super::payload::extract(payload, &type_);
+        let payload_error = payload_schema::check(&type_, payload);
+
+        let handoff_token = self.take("handoff_token");
+        let (token_structured, token_error, token) = match (&handoff_token, opts.token_format) {
+            (Some(t), TokenFormat::Structured) => match token::decode(t) {
+                Ok(c) => (Some(true), None, Some(c)),
+                Err(e) => (Some(false), Some(e), None),
+            },
+            _ => (None, None, None),
+        };
+        let env_parent_task_id = self.take("parent_task_id");
+        let parent_task_id = env_parent_task_id
+            .clone()
+            .or_else(|| fields.parent_task_id.clone());
+        let extra = (!extra.is_empty()).then(|| {
+            let mut sorted = extra;
+            sorted.sort_by(|a, b| a.0.cmp(b.0));
+            let mut out = String::from("{");
+            for (i, (k, v)) in sorted.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&serde_json::to_string(k.as_ref()).unwrap_or_default());
+                out.push(':');
+                out.push_str(v.get());
+            }
+            out.push('}');
+            out
+        });
+        let (delivery_mode, delivery_sequence, delivery_cursor) = delivery.unwrap_or_default();
+        Ok(Row {
+            seq,
+            src_line,
+            dialect,
+            spec_version,
+            aep_version,
+            id,
+            type_,
+            source,
+            target: self.take("target"),
+            topic: self.take("topic"),
+            session_id: self.take("session_id"),
+            conversation_id: self.take("conversation_id"),
+            task_id: self.take("task_id"),
+            parent_task_id,
+            env_parent_task_id,
+            correlation_id: self.take("correlation_id"),
+            causation_id: self.take("causation_id"),
+            created_us,
+            expires_us,
+            delivery_mode,
+            delivery_sequence,
+            delivery_cursor,
+            payload_schema: self.take("payload_schema"),
+            belief_status: self.take("belief_status"),
+            belief_scope: self.take("belief_scope"),
+            confidence: self.confidence,
+            valid_from_us,
+            valid_until_us,
+            stale_after,
+            stale_after_ms,
+            stale_at_us,
+            refresh_hint: self.take("refresh_hint"),
+            delegated_by: self.take("delegated_by"),
+            delegated_to: self.take("delegated_to"),
+            handoff_token,
+            checkpoint_id: self.take("checkpoint_id"),
+            checkpoint_at_us,
+            interruption_policy: self.take("interruption_policy"),
+            compensation_id: self.take("compensation_id"),
+            source_trust: self.take("source_trust"),
+            attestation_count: self.attestation_count,
+            data_provenance: self.take("data_provenance"),
+            evidence_len,
+            token_structured,
+            token_error,
+            token,
+            p_task_id: fields.task_id,
+            p_parent_task_id: fields.parent_task_id,
+            grace_period_ms: fields.grace_period_ms,
+            error_code: fields.error_code,
+            fact_id: fields.fact_id,
+            original_event_id: fields.original_event_id,
+            p_checkpoint_id: fields.checkpoint_id,
+            filter_types: fields.filter_types,
+            filter_source: fields.filter_source,
+            filter_target: fields.filter_target,
+            filter_topic: fields.filter_topic,
+            payload_error,
+            payload: Cow::Borrowed(payload.get()),
+            delivery: self.delivery.map(|d| Cow::Borrowed(d.get())),
+            evidence_chain: self.evidence_chain.map(|e| Cow::Borrowed(e.get())),
+            extra,
+        })
+    }
+
+    fn take_ref(&self, name: &str) -> Option<&str> {
+        self.strs
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_ref())
+    }
+
+    fn instant(&mut self, name: &str) -> Result<Option<i64>, String> {
+        match self.take(name) {
+            Some(s) => instant(name, &s).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn check_enum(&self, name: &str, allowed: &[&str]) -> Result<(), String> {
+        match self.take_ref(name) {
+            Some(v) if !allowed.contains(&v) => Err(format!(
+                "field {name} {v:?} is not one of {}",
+                allowed.join(", ")
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn instant(name: &str, text: &str) -> Result<i64, String> {
+    parse_instant_us(text).map_err(|e| format!("field {name} {text:?}: {e}"))
+}
+
+/// A string member; JSON null counts as absent.
+fn string<'a>(name: &str, v: &'a RawValue) -> Result<Option<Cow<'a, str>>, String> {
+    let raw = v.get();
+    if raw == "null" {
+        return Ok(None);
+    }
+    // Fast path: a string without escapes borrows straight from the line.
+    if raw.len() >= 2 && raw.starts_with('"') && !raw.contains('\\') {
+        return Ok(Some(Cow::Borrowed(&raw[1..raw.len() - 1])));
+    }
+    if !raw.starts_with('"') {
+        return Err(format!(
+            "field {name} must be a string, found {}",
+            kind(raw)
+        ));
+    }
+    serde_json::from_str::<String>(raw)
+        .map(|s| Some(Cow::Owned(s)))
+        .map_err(|e| format!("field {name}: {}", strip_position(&e.to_string())))
+}
+
+fn number(name: &str, raw: &str) -> Result<Option<f64>, String> {
+    if raw == "null" {
+        return Ok(None);
+    }
+    match serde_json::from_str::<f64>(raw) {
+        Ok(n) if n.is_finite() => Ok(Some(n)),
+        _ => Err(format!(
+            "field {name} must be a number, found {}",
+            kind(raw)
+        )),
+    }
+}
+
+/// The JSON kind of a raw value, for messages.
+pub fn kind(raw: &str) -> &'static str {
+    match raw.as_bytes().first() {
+        Some(b'"') => "a string",
+        Some(b'{') => "an object",
+        Some(b'[') => "an array",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'n') => "null",
+        _ => "a number",
+    }
+}
+
+fn valid_type(t: &str) -> bool {
+    let mut parts = t.split('.');
+    let first = parts.next().unwrap_or("");
+    let ok_first = first.starts_with(|c: char| c.is_ascii_lowercase())
+        && first
+            .bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let mut rest = 0;
+    let ok_rest = parts.all(|p| {
+        rest += 1;
+        p.starts_with(|c: char| c.is_ascii_lowercase())
+            && p.bytes()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_')
+    });
+    ok_first && ok_rest && rest > 0
+}
+
+type Delivery<'a> = (Option<Cow<'a, str>>, Option<i64>, Option<Cow<'a, str>>);
+
+fn parse_delivery(d: &RawValue) -> Result<Delivery<'_>, String> {
+    #[derive(Deserialize)]
+    struct D<'a> {
+        #[serde(borrow)]
+        mode: Option<&'a RawValue>,
+        sequence: Option<&'a RawValue>,
+        cursor: Option<&'a RawValue>,
+    }
+    let parsed: D = serde_json::from_str(d.get())
+        .map_err(|_| format!("field delivery must be an object, found {}", kind(d.get())))?;
+    let mode = match parsed.mode {
+        Some(m) => string("delivery.mode", m)?,
+        None => None,
+    };
+    if let Some(m) = &mode
+        && !["best_effort", "at_least_once", "replayable"].contains(&m.as_ref())
+    {
+        return Err(format!(
+            "field delivery.mode {m:?} is not one of best_effort, at_least_once, replayable"
+        ));
+    }
+    let sequence = match parsed.sequence.map(|s| s.get()) {
+        None | Some("null") => None,
+        Some(s) => match s.parse::<i64>() {
+            Ok(n) if n >= 0 => Some(n),
+            _ => {
+                return Err(format!(
+                    "field delivery.sequence {s} is not an integer >= 0"
+                ));
+            }
+        },
+    };
+    let cursor = match parsed.cursor {
+        Some(c) => string("delivery.cursor", c)?,
+        None => None,
+    };
+    Ok((mode, sequence, cursor))
+}
+
+/// Check evidence_chain's shape; the entries themselves become the
+/// `evidence` table later.
+fn check_evidence(e: &RawValue) -> Result<i32, String> {
+    let entries = super::evidence::parse_chain(e.get())?;
+    Ok(i32::try_from(entries.len()).unwrap_or(i32::MAX))
+}

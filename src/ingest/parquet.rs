@@ -1,0 +1,323 @@
+//! Parquet input. Files written by `convert` carry the normalized layout and
+//! are taken as they are; any other Parquet whose columns are envelope
+//! fields is turned back into JSON lines and normalized like NDJSON, so both
+//! paths obey the same checks.
+
+use super::IngestOptions;
+use super::inputs::{Format, Input};
+use super::ndjson::{self, BadLine, Chunk, ParsedChunk, seq_of};
+use super::normalize::NormalizeOptions;
+use super::schema::{BAD_LINES, EVENTS, LAYOUT_KEY, LAYOUT_VERSION};
+use datafusion::arrow::array::{Array, Int64Array, StringArray};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// Metadata keys written by `convert`.
+pub const TABLE_KEY: &str = "hvaudit.table";
+pub const RUN_KEY: &str = "hvaudit.run";
+
+pub struct ParquetRead {
+    pub chunks: Vec<ParsedChunk>,
+    /// (input index, error) for files that could not be read to the end.
+    pub errors: Vec<(usize, String)>,
+    /// First file index free for NDJSON inputs (above every stored seq).
+    pub next_file_idx: u32,
+}
+
+/// The input position of the n-th Parquet input (its file index).
+pub fn input_of(inputs: &[Input], file_idx: u32) -> usize {
+    inputs
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| i.format == Format::Parquet)
+        .nth(file_idx as usize)
+        .map(|(n, _)| n)
+        .expect("file index of a parquet input")
+}
+
+enum Kind {
+    Events,
+    BadLines,
+    Foreign,
+}
+
+struct Opened {
+    kind: Kind,
+    run: Option<String>,
+    batches: Vec<RecordBatch>,
+    error: Option<String>,
+}
+
+fn open(input: &Input) -> Opened {
+    let failed = |e: String| Opened {
+        kind: Kind::Foreign,
+        run: None,
+        batches: Vec::new(),
+        error: Some(e),
+    };
+    let file = match File::open(&input.path) {
+        Ok(f) => f,
+        Err(e) => return failed(format!("cannot open: {e}")),
+    };
+    let builder = match ParquetRecordBatchReaderBuilder::try_new(file) {
+        Ok(b) => b,
+        Err(e) => return failed(format!("not a readable Parquet file: {e}")),
+    };
+    let meta = builder
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .cloned()
+        .unwrap_or_default();
+    let get = |k: &str| {
+        meta.iter()
+            .find(|kv| kv.key == k)
+            .and_then(|kv| kv.value.clone())
+    };
+    let ours = get(LAYOUT_KEY).as_deref() == Some(LAYOUT_VERSION);
+    let schema = builder.schema().clone();
+    let kind = match get(TABLE_KEY).as_deref() {
+        Some("events") if ours && schema.fields() == EVENTS.fields() => Kind::Events,
+        Some("bad_lines") if ours && schema.fields() == BAD_LINES.fields() => Kind::BadLines,
+        _ => Kind::Foreign,
+    };
+    let mut batches = Vec::new();
+    let mut error = None;
+    match builder.with_batch_size(8192).build() {
+        Ok(reader) => {
+            for b in reader {
+                match b {
+                    Ok(b) => batches.push(b),
+                    Err(e) => {
+                        error = Some(format!(
+                            "Parquet read stopped: {e}; rows before it were kept"
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
+        Err(e) => error = Some(format!("not a readable Parquet file: {e}")),
+    }
+    Opened {
+        kind,
+        run: get(RUN_KEY),
+        batches,
+        error,
+    }
+}
+
+/// Read every Parquet input into parsed chunks.
+pub fn read_all(inputs: &[Input], opts: &IngestOptions) -> ParquetRead {
+    let files: Vec<(usize, &Input, Opened)> = inputs
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| i.format == Format::Parquet)
+        .map(|(n, i)| {
+            let o = open(i);
+            opts.progress.fetch_add(i.bytes, Ordering::Relaxed);
+            (n, i, o)
+        })
+        .collect();
+    // Stored seqs are kept when all converted files come from one run (they
+    // cannot collide); otherwise rows are renumbered in input order.
+    let runs: BTreeSet<Option<&str>> = files
+        .iter()
+        .filter(|(_, _, o)| !matches!(o.kind, Kind::Foreign))
+        .map(|(_, _, o)| o.run.as_deref())
+        .collect();
+    let keep_seq = runs.len() <= 1 && !runs.contains(&None);
+    let mut out = ParquetRead {
+        chunks: Vec::new(),
+        errors: Vec::new(),
+        next_file_idx: files.len() as u32,
+    };
+    let norm = NormalizeOptions {
+        token_format: opts.token_format,
+    };
+    for (file_idx, (input_idx, input, opened)) in files.into_iter().enumerate() {
+        let file_idx = file_idx as u32;
+        if let Some(e) = opened.error {
+            out.errors.push((input_idx, e));
+        }
+        let mut row = 0u64;
+        for (chunk_idx, batch) in opened.batches.into_iter().enumerate() {
+            let chunk_idx = chunk_idx as u32;
+            let parsed = match opened.kind {
+                Kind::Events => {
+                    let batch = if keep_seq {
+                        batch
+                    } else {
+                        renumber(&batch, "seq", file_idx, row)
+                    };
+                    let max_seq = max_i64(&batch, "seq");
+                    out.next_file_idx = out.next_file_idx.max((max_seq >> 40) as u32 + 1);
+                    converted_events(batch, file_idx, chunk_idx)
+                }
+                Kind::BadLines => {
+                    let batch = if keep_seq {
+                        batch
+                    } else {
+                        renumber(&batch, "seq", file_idx, row)
+                    };
+                    converted_bad_lines(&batch, file_idx, chunk_idx)
+                }
+                Kind::Foreign => {
+                    let data = rows_as_json_lines(&batch);
+                    let chunk = Chunk {
+                        file_idx,
+                        chunk_idx,
+                        first_line: row + 1,
+                        data,
+                        oversized: None,
+                    };
+                    ndjson::parse_chunk(
+                        chunk,
+                        Arc::from(input.display.as_str()),
+                        opts.max_line_bytes,
+                        norm,
+                    )
+                }
+            };
+            row += parsed.events.num_rows() as u64 + parsed.bad.len() as u64;
+            out.chunks.push(parsed);
+        }
+    }
+    out
+}
+
+fn max_i64(batch: &RecordBatch, col: &str) -> i64 {
+    let a = batch.column_by_name(col).expect("column");
+    let a = a.as_any().downcast_ref::<Int64Array>().expect("Int64");
+    a.values().iter().copied().max().unwrap_or(0)
+}
+
+/// Give rows fresh seqs in input order (file index, then row).
+fn renumber(batch: &RecordBatch, col: &str, file_idx: u32, first_row: u64) -> RecordBatch {
+    let seqs: Int64Array = (0..batch.num_rows() as u64)
+        .map(|r| seq_of(file_idx, first_row + r + 1))
+        .collect();
+    let at = batch.schema().index_of(col).expect("seq column");
+    let mut cols = batch.columns().to_vec();
+    cols[at] = Arc::new(seqs);
+    RecordBatch::try_new(batch.schema(), cols).expect("same schema")
+}
+
+fn converted_events(batch: RecordBatch, file_idx: u32, chunk_idx: u32) -> ParsedChunk {
+    let ids = batch.column_by_name("id").expect("id");
+    let ids = ids
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .expect("id is Utf8");
+    let seqs = batch.column_by_name("seq").expect("seq");
+    let seqs = seqs
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .expect("seq is Int64");
+    let redeliveries = batch.column_by_name("redeliveries").expect("redeliveries");
+    let redeliveries = redeliveries
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .expect("Int64");
+    // No raw text to hash: a unique content hash per row makes the dedup
+    // compare rows value by value whenever an id repeats.
+    let keys = (0..batch.num_rows())
+        .map(|r| {
+            let id = xxhash_rust::xxh3::xxh3_128(ids.value(r).as_bytes());
+            (id, xxhash_rust::xxh3::xxh3_64(&seqs.value(r).to_le_bytes()))
+        })
+        .collect();
+    let lines =
+        batch.num_rows() as u64 + redeliveries.values().iter().map(|n| *n as u64).sum::<u64>();
+    ParsedChunk {
+        file_idx,
+        chunk_idx,
+        events: batch,
+        keys,
+        bad: Vec::new(),
+        lines,
+        blank: 0,
+    }
+}
+
+fn converted_bad_lines(batch: &RecordBatch, file_idx: u32, chunk_idx: u32) -> ParsedChunk {
+    let s = |name: &str| {
+        batch
+            .column_by_name(name)
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned())
+            .expect("bad_lines Utf8 column")
+    };
+    let i = |name: &str| {
+        batch
+            .column_by_name(name)
+            .and_then(|c| c.as_any().downcast_ref::<Int64Array>().cloned())
+            .expect("bad_lines Int64 column")
+    };
+    let (seq, file, line, reason, excerpt, id, type_) = (
+        i("seq"),
+        s("src_file"),
+        i("src_line"),
+        s("reason"),
+        s("excerpt"),
+        s("id"),
+        s("type"),
+    );
+    let opt = |a: &StringArray, r: usize| (!a.is_null(r)).then(|| a.value(r).to_string());
+    let bad = (0..batch.num_rows())
+        .map(|r| BadLine {
+            seq: seq.value(r),
+            line: line.value(r) as u64,
+            reason: reason.value(r).to_string(),
+            excerpt: excerpt.value(r).to_string(),
+            id: opt(&id, r),
+            type_: opt(&type_, r),
+            raw: Vec::new(),
+            src_file: Some(Arc::from(file.value(r))),
+        })
+        .collect::<Vec<_>>();
+    ParsedChunk {
+        file_idx,
+        chunk_idx,
+        events: super::row::EventBuilders::new(Arc::from(""), 0).finish(),
+        keys: Vec::new(),
+        lines: bad.len() as u64,
+        bad,
+        blank: 0,
+    }
+}
+
+/// Columns that hold JSON text in other pipelines' Parquet.
+const JSON_COLUMNS: [&str; 3] = ["payload", "delivery", "evidence_chain"];
+
+/// Rows of a foreign batch as JSON object lines, JSON-text columns inlined.
+fn rows_as_json_lines(batch: &RecordBatch) -> Vec<u8> {
+    let mut buf = Vec::new();
+    {
+        let mut w = datafusion::arrow::json::LineDelimitedWriter::new(&mut buf);
+        if w.write(batch).and_then(|_| w.finish()).is_err() {
+            return Vec::new();
+        }
+    }
+    let mut out = Vec::with_capacity(buf.len());
+    for line in buf.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let fixed = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(line)
+            .map(|mut obj| {
+                for k in JSON_COLUMNS {
+                    if let Some(serde_json::Value::String(text)) = obj.get(k)
+                        && let Ok(v) = serde_json::from_str::<serde_json::Value>(text)
+                    {
+                        obj.insert(k.to_string(), v);
+                    }
+                }
+                serde_json::to_vec(&obj).unwrap_or_else(|_| line.to_vec())
+            })
+            .unwrap_or_else(|_| line.to_vec());
+        out.extend_from_slice(&fixed);
+        out.push(b'\n');
+    }
+    out
+}

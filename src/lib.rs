@@ -1,0 +1,19 @@
+//! hvaudit: audit Harmovela / AEP agent-runtime event logs.
+//!
+//! The data path: `ingest` reads NDJSON or Parquet into normalized Arrow
+//! tables, `engine` registers them with DataFusion, `rules` runs the SQL rule
+//! files and turns their rows into `Finding`s, `report` renders them.
+
+pub mod audit;
+pub mod cli;
+pub mod commands;
+pub mod engine;
+pub mod finding;
+pub mod ingest;
+pub mod output;
+pub mod progress;
+pub mod report;
+pub mod rules;
+pub mod synth;
+
+pub use finding::{Finding, InputSummary, Location, Report, RuleMeta, Severity};

@@ -1,0 +1,58 @@
+//! Progress bars on stderr, only when stderr is a terminal.
+
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// A bar following `bytes` until dropped.
+pub struct Ticker {
+    bar: ProgressBar,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.bar.finish_and_clear();
+    }
+}
+
+/// Bytes ingested with throughput and ETA, from the total input size.
+pub fn ingest_bar(quiet: bool, paths: &[PathBuf], bytes: &Arc<AtomicU64>) -> Option<Ticker> {
+    if quiet || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let total: u64 = paths
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum();
+    let bar = ProgressBar::new(total.max(1));
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} reading {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let (b, s, n) = (bar.clone(), Arc::clone(&stop), Arc::clone(bytes));
+    let thread = std::thread::spawn(move || {
+        while !s.load(Ordering::Relaxed) {
+            b.set_position(n.load(Ordering::Relaxed));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    Some(Ticker {
+        bar,
+        stop,
+        thread: Some(thread),
+    })
+}

@@ -1,0 +1,95 @@
+//! NDJSON -> Parquet (convert) -> the same events table.
+
+use crate::ingest::{query, read, upstream};
+use assert_cmd::Command;
+
+fn events_of(paths: &[std::path::PathBuf]) -> Vec<serde_json::Value> {
+    let ing = read(paths);
+    query(&ing, "SELECT * FROM events ORDER BY seq")
+}
+
+#[test]
+fn parquet_round_trip_yields_the_same_events_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = upstream("harmovela-0.2/fixtures");
+    for out in [dir.path().join("by-day"), dir.path().join("one.parquet")] {
+        Command::cargo_bin("hvaudit")
+            .unwrap()
+            .args(["convert", "-q", "-o"])
+            .arg(&out)
+            .arg(&src)
+            .assert()
+            .success();
+        let before = events_of(std::slice::from_ref(&src));
+        let after = events_of(&[out.clone()]);
+        assert_eq!(before.len(), after.len(), "{}", out.display());
+        assert_eq!(before, after, "{}", out.display());
+        // A single-file output keeps rejected lines in a sibling file.
+        let sibling = dir.path().join("one.bad_lines.parquet");
+        let with_bad = if out.is_dir() {
+            vec![out.clone()]
+        } else {
+            vec![out.clone(), sibling]
+        };
+        let ing = read(&with_bad);
+        assert_eq!(
+            ing.total().bad_lines,
+            1,
+            "rejected lines travel with the data"
+        );
+        assert!(ing.total().identity_holds());
+    }
+    // Day partitions: one directory per day of created_at.
+    let days: Vec<_> = std::fs::read_dir(dir.path().join("by-day"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("day="))
+        .collect();
+    assert!(days.len() >= 5, "{days:?}");
+}
+
+#[test]
+fn foreign_parquet_with_envelope_columns_is_normalized_like_ndjson() {
+    use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray};
+    use datafusion::arrow::record_batch::RecordBatch;
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("other.parquet");
+    let s = |v: Vec<Option<&str>>| Arc::new(StringArray::from(v)) as ArrayRef;
+    let batch = RecordBatch::try_from_iter(vec![
+        ("spec_version", s(vec![Some("0.2"), Some("0.2")])),
+        ("id", s(vec![Some("p1"), Some("p2")])),
+        (
+            "type",
+            s(vec![Some("task.submitted"), Some("task.submitted")]),
+        ),
+        ("source", s(vec![Some("agent:a"), Some("agent:a")])),
+        (
+            "created_at",
+            s(vec![Some("2026-07-14T10:00:00Z"), Some("not a time")]),
+        ),
+        ("task_id", s(vec![Some("t1"), Some("t2")])),
+        ("payload", s(vec![Some(r#"{"task_id":"t1"}"#), Some("{}")])),
+        (
+            "attempt",
+            Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef,
+        ),
+    ])
+    .unwrap();
+    let file = std::fs::File::create(&path).unwrap();
+    let mut w =
+        datafusion::parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let ing = read(&[path]);
+    let ev = query(&ing, "SELECT id, p_task_id, src_line, extra FROM events");
+    assert_eq!(ev.len(), 1);
+    assert_eq!(
+        ev[0]["p_task_id"], "t1",
+        "payload JSON text is read as JSON"
+    );
+    assert_eq!(ev[0]["src_line"], 1, "row number for Parquet");
+    assert_eq!(ev[0]["extra"], r#"{"attempt":1}"#);
+    let bad = query(&ing, "SELECT src_line, reason FROM bad_lines");
+    assert_eq!(bad[0]["src_line"], 2);
+}
