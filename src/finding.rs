@@ -90,6 +90,8 @@ pub struct Finding {
     pub family: String,
     pub message: String,
     pub task_id: Option<String>,
+    /// The agent (`source`) of the offending event.
+    pub agent: Option<String>,
     pub event_ids: Vec<String>,
     pub locations: Vec<Location>,
     /// Instant of the earliest event of the finding (sort key and display).

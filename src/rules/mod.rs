@@ -136,6 +136,7 @@ fn string_column(a: &Arc<dyn Array>, name: &str) -> datafusion::error::Result<St
 #[derive(Debug, Clone)]
 struct Place {
     id: Option<String>,
+    source: Option<String>,
     event_type: String,
     task_id: Option<String>,
     file: String,
@@ -201,6 +202,7 @@ async fn resolve(
                 family: meta.family.clone(),
                 message: f.message,
                 task_id: f.task_id,
+                agent: found.first().and_then(|p| p.source.clone()),
                 event_ids,
                 locations,
                 at,
@@ -253,9 +255,9 @@ async fn lookup(
             .collect::<Vec<_>>()
             .join(",");
         let sql = format!(
-            "SELECT seq, id, type, task_id, src_file, src_line, created_us FROM events WHERE seq IN ({list}) \
-             UNION ALL SELECT seq, id, type, CAST(NULL AS VARCHAR), src_file, src_line, CAST(NULL AS BIGINT) \
-             FROM bad_lines WHERE seq IN ({list})"
+            "SELECT seq, id, type, task_id, src_file, src_line, created_us, source FROM events WHERE seq IN ({list}) \
+             UNION ALL SELECT seq, id, type, CAST(NULL AS VARCHAR), src_file, src_line, CAST(NULL AS BIGINT), \
+             CAST(NULL AS VARCHAR) FROM bad_lines WHERE seq IN ({list})"
         );
         for b in ctx.sql(&sql).await?.collect().await? {
             add_places(&b, &mut out)?;
@@ -280,6 +282,7 @@ fn add_places(b: &RecordBatch, out: &mut BTreeMap<i64, Place>) -> datafusion::er
                 .clone(),
         )
     };
+    let source = strs(7)?;
     let (seq, id, ty, task, file, line, us) = (
         i64s(0)?,
         strs(1)?,
@@ -294,6 +297,7 @@ fn add_places(b: &RecordBatch, out: &mut BTreeMap<i64, Place>) -> datafusion::er
         // A conflicting version shares the seq space; the first row wins.
         out.entry(seq.value(r)).or_insert_with(|| Place {
             id: opt(&id, r),
+            source: opt(&source, r),
             event_type: opt(&ty, r).unwrap_or_default(),
             task_id: opt(&task, r),
             file: file.value(r).to_string(),

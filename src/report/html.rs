@@ -1,0 +1,77 @@
+//! `--format html`: one self-contained page (inline CSS and JS, no external
+//! assets) rendered by minijinja with HTML autoescaping, so every value from
+//! a log is escaped by the template engine rather than by hand.
+
+use super::clean;
+use super::json::ReportJson;
+use crate::finding::Report;
+use minijinja::{Environment, Value, context};
+use std::collections::BTreeMap;
+use std::io::Write;
+
+const TEMPLATE: &str = include_str!("report.html");
+/// The `.html` suffix turns minijinja's autoescaping on.
+const NAME: &str = "report.html";
+
+pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()> {
+    let mut env = Environment::new();
+    env.add_template(NAME, TEMPLATE)?;
+    let counts = |v: Vec<(String, usize)>| -> Value {
+        v.into_iter()
+            .map(|(k, n)| Value::from(vec![Value::from(clean(&k)), Value::from(n)]))
+            .collect()
+    };
+    let by_severity = report
+        .counts_by_severity()
+        .into_iter()
+        .map(|(s, n)| (s.as_str().to_string(), n))
+        .collect();
+    let rules: Value = report
+        .rules
+        .iter()
+        .map(|r| {
+            Value::from(BTreeMap::from([
+                ("id", Value::from(clean(&r.id))),
+                ("severity", Value::from(r.severity.as_str())),
+                ("family", Value::from(clean(&r.family))),
+                ("dialect", Value::from(clean(&r.dialect))),
+                ("summary", Value::from(clean(&r.summary))),
+                ("spec", Value::from(clean(&r.spec))),
+            ]))
+        })
+        .collect();
+    let ctx = context! {
+        report => from_json(&serde_json::to_value(ReportJson::new(report))?),
+        // Lists of pairs keep the count order a map would sort away.
+        by_severity => counts(by_severity),
+        by_family => counts(report.counts_by(|f| Some(&f.family))),
+        by_rule => counts(report.counts_by(|f| Some(&f.rule))),
+        rules => rules,
+    };
+    let html = env.get_template(NAME)?.render(ctx)?;
+    out.write_all(html.as_bytes())?;
+    Ok(())
+}
+
+/// minijinja is built without its serde feature, so the JSON model is
+/// converted by hand. Strings lose their control characters on the way:
+/// autoescaping handles markup, but a bidi override or an ESC byte would
+/// still reorder or hide text in the browser (or in a terminal `cat`).
+fn from_json(v: &serde_json::Value) -> Value {
+    use serde_json::Value as J;
+    match v {
+        J::Null => Value::from(()),
+        J::Bool(b) => Value::from(*b),
+        J::Number(n) => match n.as_u64() {
+            Some(u) => Value::from(u),
+            None => Value::from(n.as_f64().unwrap_or_default()),
+        },
+        J::String(s) => Value::from(clean(s)),
+        J::Array(a) => a.iter().map(from_json).collect(),
+        J::Object(o) => Value::from(
+            o.iter()
+                .map(|(k, v)| (k.clone(), from_json(v)))
+                .collect::<BTreeMap<String, Value>>(),
+        ),
+    }
+}

@@ -1,0 +1,215 @@
+//! `--format json`: one pretty-printed JSON object. The serde structs below
+//! fix the key order; the JSONL and HTML renderers reuse them so every
+//! machine-readable view of a finding has the same shape.
+
+use super::identity_holds;
+use crate::finding::{Finding, InputSummary, Report, Severity, fmt_instant};
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+use std::io::Write;
+
+pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, &ReportJson::new(report))?;
+    out.write_all(b"\n")?;
+    Ok(())
+}
+
+#[derive(Serialize)]
+pub(super) struct ReportJson<'a> {
+    tool: &'a str,
+    version: &'a str,
+    inputs: Vec<InputJson<'a>>,
+    span: SpanJson,
+    counts: CountsJson,
+    accounting: AccountingJson,
+    unresolved_basis: u64,
+    rules: Vec<&'a str>,
+    rule_errors: Vec<RuleErrorJson<'a>>,
+    findings: Vec<FindingJson<'a>>,
+}
+
+impl<'a> ReportJson<'a> {
+    pub(super) fn new(report: &'a Report) -> Self {
+        Self {
+            tool: &report.tool,
+            version: &report.version,
+            inputs: report.inputs.iter().map(InputJson::new).collect(),
+            span: SpanJson {
+                from: report.span.from.as_ref().map(fmt_instant),
+                to: report.span.to.as_ref().map(fmt_instant),
+            },
+            counts: CountsJson {
+                total: report.findings.len(),
+                by_severity: Counts(
+                    report
+                        .counts_by_severity()
+                        .into_iter()
+                        .map(|(s, n)| (s.as_str().to_string(), n))
+                        .collect(),
+                ),
+                by_rule: Counts(report.counts_by(|f| Some(&f.rule))),
+                by_family: Counts(report.counts_by(|f| Some(&f.family))),
+            },
+            accounting: AccountingJson::new(&report.totals(), identity_holds(report)),
+            unresolved_basis: report.unresolved_basis,
+            rules: report.rules.iter().map(|r| r.id.as_str()).collect(),
+            rule_errors: report
+                .rule_errors
+                .iter()
+                .map(|(rule, error)| RuleErrorJson { rule, error })
+                .collect(),
+            findings: report.findings.iter().map(FindingJson::new).collect(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct InputJson<'a> {
+    path: &'a str,
+    format: &'a str,
+    #[serde(flatten)]
+    accounting: AccountingJson,
+    /// Why the input stopped early; null when it was read to its end.
+    error: Option<&'a str>,
+}
+
+impl<'a> InputJson<'a> {
+    fn new(i: &'a InputSummary) -> Self {
+        Self {
+            path: &i.path,
+            format: &i.format,
+            accounting: AccountingJson::new(i, i.identity_holds()),
+            error: i.error.as_deref(),
+        }
+    }
+}
+
+/// The accounting identity's terms, per input and for the whole run.
+#[derive(Serialize)]
+struct AccountingJson {
+    bytes: u64,
+    lines: u64,
+    events: u64,
+    redeliveries: u64,
+    bad_lines: u64,
+    blank_lines: u64,
+    identity_holds: bool,
+}
+
+impl AccountingJson {
+    fn new(i: &InputSummary, identity_holds: bool) -> Self {
+        Self {
+            bytes: i.bytes,
+            lines: i.lines,
+            events: i.events,
+            redeliveries: i.redeliveries,
+            bad_lines: i.bad_lines,
+            blank_lines: i.blank_lines,
+            identity_holds,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct SpanJson {
+    from: Option<String>,
+    to: Option<String>,
+}
+
+#[derive(Serialize)]
+struct CountsJson {
+    total: usize,
+    by_severity: Counts,
+    by_rule: Counts,
+    by_family: Counts,
+}
+
+/// Counts serialized as a JSON object in the given order (most severe or
+/// most frequent first), which a BTreeMap would lose.
+struct Counts(Vec<(String, usize)>);
+
+impl Serialize for Counts {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, n) in &self.0 {
+            map.serialize_entry(k, n)?;
+        }
+        map.end()
+    }
+}
+
+#[derive(Serialize)]
+struct RuleErrorJson<'a> {
+    rule: &'a str,
+    error: &'a str,
+}
+
+#[derive(Serialize)]
+pub(super) struct FindingJson<'a> {
+    rule: &'a str,
+    severity: Severity,
+    family: &'a str,
+    message: &'a str,
+    task_id: Option<&'a str>,
+    agent: Option<&'a str>,
+    event_ids: &'a [String],
+    locations: Vec<LocationJson<'a>>,
+    at: Option<String>,
+    fingerprint: &'a str,
+    timeline: Vec<TimelineJson<'a>>,
+}
+
+impl<'a> FindingJson<'a> {
+    pub(super) fn new(f: &'a Finding) -> Self {
+        Self {
+            rule: &f.rule,
+            severity: f.severity,
+            family: &f.family,
+            message: &f.message,
+            task_id: f.task_id.as_deref(),
+            agent: f.agent.as_deref(),
+            event_ids: &f.event_ids,
+            locations: f
+                .locations
+                .iter()
+                .map(|l| LocationJson {
+                    file: &l.file,
+                    line: l.line,
+                    event_id: l.event_id.as_deref(),
+                })
+                .collect(),
+            at: f.at.as_ref().map(fmt_instant),
+            fingerprint: &f.fingerprint,
+            timeline: f
+                .timeline
+                .iter()
+                .map(|t| TimelineJson {
+                    at: t.at.as_ref().map(fmt_instant),
+                    event_id: &t.event_id,
+                    event_type: &t.event_type,
+                    task_id: t.task_id.as_deref(),
+                    file: &t.file,
+                    line: t.line,
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct LocationJson<'a> {
+    file: &'a str,
+    line: u64,
+    event_id: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct TimelineJson<'a> {
+    at: Option<String>,
+    event_id: &'a str,
+    #[serde(rename = "type")]
+    event_type: &'a str,
+    task_id: Option<&'a str>,
+    file: &'a str,
+    line: u64,
+}

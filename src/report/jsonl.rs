@@ -1,0 +1,15 @@
+//! `--format jsonl`: one compact finding object a line, nothing else, so the
+//! output streams into `jq -c`, log shippers or `wc -l`.
+
+use super::json::FindingJson;
+use crate::finding::Report;
+use std::io::Write;
+
+pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()> {
+    for f in &report.findings {
+        // serde_json escapes control characters, so a message cannot split a line.
+        serde_json::to_writer(&mut *out, &FindingJson::new(f))?;
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,239 @@
+//! `--format md`: a Markdown report for tickets, wikis and pull requests.
+//! Every log-derived value goes through `md` so it renders as the literal
+//! text it is: no table breaks, no emphasis, no links, no embedded HTML.
+
+use super::{clean, file_line, identity_holds, identity_word, top_tasks};
+use crate::finding::{Finding, InputSummary, Report, Severity, fmt_instant};
+use chrono::{DateTime, Utc};
+use std::io::{self, Write};
+
+pub(super) fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "# {} audit report", md(&report.tool))?;
+    writeln!(out)?;
+    writeln!(out, "{} {}", md(&report.tool), md(&report.version))?;
+    inputs(report, out)?;
+    writeln!(out, "## Span")?;
+    writeln!(out)?;
+    writeln!(out, "| From | To |")?;
+    writeln!(out, "|---|---|")?;
+    writeln!(
+        out,
+        "| {} | {} |",
+        instant(report.span.from),
+        instant(report.span.to)
+    )?;
+    writeln!(out)?;
+    rules(report, out)?;
+    counts(report, out)?;
+    findings(report, out)
+}
+
+fn inputs(report: &Report, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out)?;
+    writeln!(out, "## Inputs")?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "| Input | Format | Lines | Events | Redeliveries | Bad lines | Blank lines | Identity | Error |"
+    )?;
+    writeln!(out, "|---|---|--:|--:|--:|--:|--:|---|---|")?;
+    let row = |out: &mut dyn Write, i: &InputSummary, holds: bool| {
+        writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            md(&i.path),
+            md(&i.format),
+            i.lines,
+            i.events,
+            i.redeliveries,
+            i.bad_lines,
+            i.blank_lines,
+            identity_word(holds),
+            i.error.as_deref().map(md).unwrap_or_default()
+        )
+    };
+    for i in &report.inputs {
+        row(out, i, i.identity_holds())?;
+    }
+    let total = report.totals();
+    let holds = identity_holds(report);
+    row(out, &total, holds)?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "Accounting identity (lines = events + redeliveries + bad lines): {} = {} + {} + {}: **{}**",
+        total.lines,
+        total.events,
+        total.redeliveries,
+        total.bad_lines,
+        identity_word(holds)
+    )?;
+    writeln!(out)
+}
+
+fn rules(report: &Report, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "## Rules")?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "{} rules run, {} failed. Unresolved decision-basis references: {}.",
+        report.rules.len(),
+        report.rule_errors.len(),
+        report.unresolved_basis
+    )?;
+    writeln!(out)?;
+    if report.rule_errors.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "| Rule | Error |")?;
+    writeln!(out, "|---|---|")?;
+    for (rule, error) in &report.rule_errors {
+        writeln!(out, "| {} | {} |", md(rule), md(error))?;
+    }
+    writeln!(out)
+}
+
+fn counts(report: &Report, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "## Counts")?;
+    writeln!(out)?;
+    writeln!(out, "{} findings.", report.findings.len())?;
+    let by_sev = report
+        .counts_by_severity()
+        .into_iter()
+        .map(|(s, n)| (s.as_str().to_string(), n))
+        .collect();
+    let tables = [
+        ("By severity", "Severity", by_sev),
+        ("By family", "Family", report.counts_by(|f| Some(&f.family))),
+        ("By rule", "Rule", report.counts_by(|f| Some(&f.rule))),
+        ("Top tasks", "Task", top_tasks(report)),
+    ];
+    for (title, key, counts) in tables {
+        if counts.is_empty() {
+            continue;
+        }
+        writeln!(out)?;
+        writeln!(out, "### {title}")?;
+        writeln!(out)?;
+        writeln!(out, "| {key} | Findings |")?;
+        writeln!(out, "|---|--:|")?;
+        for (k, n) in &counts {
+            writeln!(out, "| {} | {n} |", md(k))?;
+        }
+    }
+    writeln!(out)
+}
+
+fn findings(report: &Report, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "## Findings")?;
+    if report.findings.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "None.")?;
+    }
+    for sev in Severity::ALL {
+        let group: Vec<&Finding> = report
+            .findings
+            .iter()
+            .filter(|f| f.severity == sev)
+            .collect();
+        if group.is_empty() {
+            continue;
+        }
+        writeln!(out)?;
+        writeln!(out, "### {} ({})", title_case(sev), group.len())?;
+        for (n, f) in group.into_iter().enumerate() {
+            writeln!(out)?;
+            finding(n + 1, f, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// One finding as a numbered list item; continuation lines are indented
+/// past the marker so they stay inside the item.
+fn finding(n: usize, f: &Finding, out: &mut dyn Write) -> io::Result<()> {
+    let pad = " ".repeat(format!("{n}. ").len());
+    writeln!(
+        out,
+        "{n}. **{}** · {} · {}<br>",
+        md(&f.rule),
+        md(&f.family),
+        instant(f.at)
+    )?;
+    writeln!(out, "{pad}{}", md(&f.message))?;
+    writeln!(out)?;
+    if let Some(task) = &f.task_id {
+        writeln!(out, "{pad}- Task: {}", md(task))?;
+    }
+    if !f.event_ids.is_empty() {
+        let ids: Vec<String> = f.event_ids.iter().map(|e| md(e)).collect();
+        writeln!(out, "{pad}- Events: {}", ids.join(", "))?;
+    }
+    let locs: Vec<String> = f
+        .locations
+        .iter()
+        .map(|l| match &l.event_id {
+            Some(e) => format!("{} ({})", md(&file_line(&l.file, l.line)), md(e)),
+            None => md(&file_line(&l.file, l.line)),
+        })
+        .collect();
+    if !locs.is_empty() {
+        writeln!(out, "{pad}- Locations: {}", locs.join("; "))?;
+    }
+    writeln!(out, "{pad}- Fingerprint: {}", md(&f.fingerprint))?;
+    if f.timeline.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "{pad}- Timeline:")?;
+    for t in &f.timeline {
+        let task = t
+            .task_id
+            .as_deref()
+            .map(|t| format!(" (task {})", md(t)))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "{pad}  - {} {} {}{task} at {}",
+            instant(t.at),
+            md(&t.event_id),
+            md(&t.event_type),
+            md(&file_line(&t.file, t.line))
+        )?;
+    }
+    Ok(())
+}
+
+fn title_case(s: Severity) -> String {
+    let name = s.as_str();
+    name[..1].to_ascii_uppercase() + &name[1..]
+}
+
+fn instant(t: Option<DateTime<Utc>>) -> String {
+    t.as_ref().map_or_else(|| "-".to_string(), fmt_instant)
+}
+
+/// Escapes a log-derived value for inline Markdown (also inside table
+/// cells): HTML-escapes `<>&` so no tag renders, backslash-escapes the
+/// Markdown punctuation, turns line breaks into `<br>` and control
+/// characters into visible escapes.
+fn md(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 8);
+    for (n, line) in s.split('\n').enumerate() {
+        if n > 0 {
+            out.push_str("<br>");
+        }
+        for c in clean(line.strip_suffix('\r').unwrap_or(line)).chars() {
+            match c {
+                '&' => out.push_str("&amp;"),
+                '<' => out.push_str("&lt;"),
+                '>' => out.push_str("&gt;"),
+                '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '~' | '#' | '!' => {
+                    out.push('\\');
+                    out.push(c);
+                }
+                c => out.push(c),
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,230 @@
+//! `--format sarif`: SARIF 2.1.0 for code-scanning dashboards. Logs take
+//! the place of source files: a finding's evidence lines are its regions.
+//! Nothing time- or machine-dependent is written, so runs diff cleanly.
+
+use super::identity_holds;
+use crate::finding::{Finding, InputSummary, Location, Report, RuleMeta, Severity, fmt_instant};
+use serde_json::{Value, json};
+use serde_sarif::sarif;
+use std::collections::BTreeMap;
+use std::io::Write;
+
+/// The OASIS schema the output conforms to (2.1.0 with errata 01).
+const SCHEMA: &str =
+    "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json";
+/// partialFingerprints key; bump the version if `Finding::fingerprint` changes.
+const FINGERPRINT_KEY: &str = "hvaudit/v1";
+
+pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()> {
+    let index: BTreeMap<&str, usize> = report
+        .rules
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.id.as_str(), i))
+        .collect();
+    let driver = sarif::ToolComponent::builder()
+        .name(report.tool.as_str())
+        .version(report.version.as_str())
+        .rules(report.rules.iter().map(descriptor).collect::<Vec<_>>())
+        .build();
+    let run = sarif::Run::builder()
+        .tool(driver)
+        .invocations(vec![invocation(report)])
+        .artifacts(artifacts(report))
+        .results(
+            report
+                .findings
+                .iter()
+                .map(|f| result(f, index.get(f.rule.as_str()).copied()))
+                .collect::<Vec<_>>(),
+        )
+        .column_kind("unicodeCodePoints")
+        .properties(bag([
+            (
+                "span",
+                json!({
+                    "from": report.span.from.as_ref().map(fmt_instant),
+                    "to": report.span.to.as_ref().map(fmt_instant),
+                }),
+            ),
+            ("unresolvedBasis", json!(report.unresolved_basis)),
+        ]))
+        .build();
+    let log = sarif::Sarif::builder()
+        .schema(SCHEMA)
+        .version(sarif::Version::V2_1_0.to_string())
+        .runs(vec![run])
+        .build();
+    serde_json::to_writer_pretty(&mut *out, &log)?;
+    out.write_all(b"\n")?;
+    Ok(())
+}
+
+/// SARIF has three result levels; critical and high both fail a build.
+fn level(s: Severity) -> sarif::ResultLevel {
+    match s {
+        Severity::Critical | Severity::High => sarif::ResultLevel::Error,
+        Severity::Medium => sarif::ResultLevel::Warning,
+        Severity::Low | Severity::Info => sarif::ResultLevel::Note,
+    }
+}
+
+fn descriptor(r: &RuleMeta) -> sarif::ReportingDescriptor {
+    sarif::ReportingDescriptor::builder()
+        .id(r.id.as_str())
+        .short_description(&r.summary)
+        .full_description(&r.explain)
+        .help(&r.explain)
+        .default_configuration(
+            sarif::ReportingConfiguration::builder()
+                .level(json!(level(r.severity)))
+                .build(),
+        )
+        .properties(sarif::PropertyBag {
+            // Code-scanning dashboards group and filter rules by tags.
+            tags: Some(vec![r.family.clone(), r.severity.to_string()]),
+            ..bag([
+                ("severity", json!(r.severity)),
+                ("family", json!(r.family)),
+                ("dialect", json!(r.dialect)),
+                ("spec", json!(r.spec)),
+            ])
+        })
+        .build()
+}
+
+fn result(f: &Finding, rule_index: Option<usize>) -> sarif::Result {
+    let mut res = sarif::Result::builder()
+        .rule_id(f.rule.as_str())
+        .level(level(f.severity))
+        .message(&f.message)
+        .locations(f.locations.iter().map(location).collect::<Vec<_>>())
+        .partial_fingerprints(BTreeMap::from([(
+            FINGERPRINT_KEY.to_string(),
+            f.fingerprint.clone(),
+        )]))
+        .properties(bag([
+            ("severity", json!(f.severity)),
+            ("family", json!(f.family)),
+            ("taskId", json!(f.task_id)),
+            ("eventIds", json!(f.event_ids)),
+            ("at", json!(f.at.as_ref().map(fmt_instant))),
+        ]))
+        .build();
+    // A rule the report does not list (e.g. a failed rule file) gets no
+    // index rather than a wrong one.
+    res.rule_index = rule_index.and_then(|i| i64::try_from(i).ok());
+    res
+}
+
+fn location(l: &Location) -> sarif::Location {
+    let artifact = sarif::ArtifactLocation::builder().uri(uri(&l.file)).build();
+    let physical = sarif::PhysicalLocation::builder().artifact_location(artifact);
+    // SARIF lines start at 1; line 0 means the place is unknown, so the
+    // location names only the file.
+    let physical = match l.line {
+        0 => physical.build(),
+        n => physical
+            .region(
+                sarif::Region::builder()
+                    .start_line(i64::try_from(n).unwrap_or(i64::MAX))
+                    .build(),
+            )
+            .build(),
+    };
+    let loc = sarif::Location::builder().physical_location(physical);
+    match &l.event_id {
+        Some(e) => loc.message(format!("event {e}").as_str()).build(),
+        None => loc.build(),
+    }
+}
+
+fn invocation(report: &Report) -> sarif::Invocation {
+    let mut notes: Vec<sarif::Notification> = report
+        .rule_errors
+        .iter()
+        .map(|(rule, error)| {
+            sarif::Notification::builder()
+                .message(format!("rule {rule} failed: {error}").as_str())
+                .level(json!("error"))
+                .descriptor(
+                    sarif::ReportingDescriptorReference::builder()
+                        .id(rule.as_str())
+                        .build(),
+                )
+                .build()
+        })
+        .collect();
+    notes.extend(report.inputs.iter().filter_map(|i| {
+        let e = i.error.as_deref()?;
+        Some(
+            sarif::Notification::builder()
+                .message(format!("input {} read incompletely: {e}", i.path).as_str())
+                .level(json!("error"))
+                .build(),
+        )
+    }));
+    let t = report.totals();
+    sarif::Invocation::builder()
+        .execution_successful(
+            report.rule_errors.is_empty() && report.inputs.iter().all(|i| i.error.is_none()),
+        )
+        .tool_execution_notifications(notes)
+        .properties(bag([
+            ("accounting", accounting(&t, identity_holds(report))),
+            ("rulesRun", json!(report.rules.len())),
+        ]))
+        .build()
+}
+
+/// One artifact per input, with its share of the accounting identity.
+fn artifacts(report: &Report) -> Vec<sarif::Artifact> {
+    report
+        .inputs
+        .iter()
+        .map(|i| {
+            sarif::Artifact::builder()
+                .location(sarif::ArtifactLocation::builder().uri(uri(&i.path)).build())
+                .length(i64::try_from(i.bytes).unwrap_or(i64::MAX))
+                .roles(vec![json!("analysisTarget")])
+                .properties(bag([
+                    ("format", json!(i.format)),
+                    ("accounting", accounting(i, i.identity_holds())),
+                    ("error", json!(i.error)),
+                ]))
+                .build()
+        })
+        .collect()
+}
+
+fn accounting(i: &InputSummary, identity_holds: bool) -> Value {
+    json!({
+        "lines": i.lines,
+        "events": i.events,
+        "redeliveries": i.redeliveries,
+        "badLines": i.bad_lines,
+        "blankLines": i.blank_lines,
+        "identityHolds": identity_holds,
+    })
+}
+
+fn bag<const N: usize>(props: [(&str, Value); N]) -> sarif::PropertyBag {
+    sarif::PropertyBag {
+        tags: None,
+        additional_properties: props.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+    }
+}
+
+/// The input path as given, percent-encoding what a URI reference cannot
+/// hold (spaces, `%`, backslashes, non-ASCII), so consumers can parse it.
+fn uri(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/:@!$&'()*+,;=".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

@@ -1,0 +1,499 @@
+//! Report renderer tests: every format on a hand-built report full of
+//! hostile strings, checked for escaping, shape and determinism.
+
+use chrono::{DateTime, TimeZone, Utc};
+use hvaudit::finding::{Span, TimelineEntry};
+use hvaudit::report::{Format, TextOptions, render, render_text};
+use hvaudit::{Finding, InputSummary, Location, Report, RuleMeta, Severity};
+use serde_json::Value;
+
+const XSS: &str = "<script>alert(1)</script>";
+const MULTIBYTE: &str = "日本語 — ✓";
+
+fn t(sec: u32, ms: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2025, 3, 14, 9, 26, sec).unwrap()
+        + chrono::Duration::milliseconds(ms.into())
+}
+
+fn rule(id: &str, severity: Severity, family: &str) -> RuleMeta {
+    RuleMeta {
+        id: id.into(),
+        severity,
+        family: family.into(),
+        dialect: "any".into(),
+        summary: format!("Summary of {id} with `code` and <b>html</b>"),
+        spec: "AEP 0.2 §4.3".into(),
+        explain: format!("Explanation of {id}.\nSecond line."),
+    }
+}
+
+fn entry(
+    at: DateTime<Utc>,
+    id: &str,
+    ty: &str,
+    task: Option<&str>,
+    file: &str,
+    line: u64,
+) -> TimelineEntry {
+    TimelineEntry {
+        at: Some(at),
+        event_id: id.into(),
+        event_type: ty.into(),
+        task_id: task.map(Into::into),
+        file: file.into(),
+        line,
+    }
+}
+
+fn loc(file: &str, line: u64, event: Option<&str>) -> Location {
+    Location {
+        file: file.into(),
+        line,
+        event_id: event.map(Into::into),
+    }
+}
+
+/// A report small enough to snapshot, with hostile strings in every field a
+/// log can reach.
+fn sample() -> Report {
+    let a = "logs/run a.ndjson";
+    let b = "logs/日本語.ndjson.gz";
+    let findings = vec![
+        Finding {
+            rule: "HV-TASK-001".into(),
+            severity: Severity::Critical,
+            family: "lifecycle".into(),
+            message: format!("task completed twice: {XSS} \"quoted\" 'single' </style>"),
+            task_id: Some("task-1".into()),
+            agent: Some("agent:planner".into()),
+            event_ids: vec!["evt-1".into(), "evt-2".into()],
+            locations: vec![loc(a, 3, Some("evt-1")), loc(a, 9, Some("evt-2"))],
+            at: Some(t(5, 120)),
+            fingerprint: "a1b2c3d4e5f60718".into(),
+            timeline: vec![
+                entry(t(5, 120), "evt-1", "task.completed", Some("task-1"), a, 3),
+                entry(t(6, 0), "evt-2", "task.completed", Some("task-1"), a, 9),
+            ],
+        },
+        Finding {
+            rule: "HV-TOKEN-002".into(),
+            severity: Severity::High,
+            family: "tokens | auth".into(),
+            message: "token reused\x1b[31m RED \x1b]0;pwned\x07 \u{9b}2J | *bold* _it_ [link](http://x) `tick` # ~strike~ \\ back\nnext line"
+                .into(),
+            task_id: Some("task-</script>-2".into()),
+            agent: Some("agent:planner".into()),
+            event_ids: vec!["evt-\x1b[2J".into()],
+            locations: vec![loc(b, 1, Some("evt-\x1b[2J"))],
+            at: Some(t(7, 0)),
+            fingerprint: "ffff000011112222".into(),
+            timeline: vec![entry(t(7, 0), "evt-\x1b[2J", "handoff</script>", Some("task-</script>-2"), b, 1)],
+        },
+        Finding {
+            rule: "HV-TASK-001".into(),
+            severity: Severity::High,
+            family: "lifecycle".into(),
+            message: format!("{MULTIBYTE} unicode message \u{202e}reversed"),
+            task_id: Some("task-1".into()),
+            agent: Some("agent:planner".into()),
+            event_ids: vec!["evt-7".into()],
+            locations: vec![loc(a, 12, Some("evt-7"))],
+            at: Some(t(9, 999)),
+            fingerprint: "0123456789abcdef".into(),
+            timeline: vec![],
+        },
+        Finding {
+            rule: "HV-INFO-009".into(),
+            severity: Severity::Info,
+            family: "hygiene".into(),
+            message: "no location, no task, line unknown".into(),
+            task_id: None,
+            agent: Some("agent:planner".into()),
+            event_ids: vec!["evt-9".into()],
+            locations: vec![loc(b, 0, None)],
+            at: None,
+            fingerprint: "9999999999999999".into(),
+            timeline: vec![],
+        },
+    ];
+    Report {
+        tool: "hvaudit".into(),
+        version: "0.1.0".into(),
+        inputs: vec![
+            InputSummary {
+                path: a.into(),
+                format: "ndjson".into(),
+                bytes: 4096,
+                lines: 20,
+                events: 15,
+                redeliveries: 3,
+                bad_lines: 2,
+                blank_lines: 1,
+                error: None,
+            },
+            InputSummary {
+                path: b.into(),
+                format: "ndjson.gz".into(),
+                bytes: 512,
+                lines: 5,
+                events: 3,
+                redeliveries: 0,
+                bad_lines: 1,
+                blank_lines: 0,
+                error: Some("truncated gzip stream <eof>\x1b[0m".into()),
+            },
+        ],
+        span: Span {
+            from: Some(t(0, 0)),
+            to: Some(t(59, 500)),
+        },
+        rules: vec![
+            rule("HV-TASK-001", Severity::Critical, "lifecycle"),
+            rule("HV-TOKEN-002", Severity::High, "tokens | auth"),
+            rule("HV-INFO-009", Severity::Info, "hygiene"),
+            rule("HV-QUIET-010", Severity::Medium, "quiet"),
+        ],
+        unresolved_basis: 2,
+        findings,
+        rule_errors: vec![(
+            "HV-BROKEN-099".into(),
+            "SQL error: <near> `FROM`\x1b[1m".into(),
+        )],
+    }
+}
+
+/// The sample plus a 10 000-character message.
+fn hostile() -> Report {
+    let mut r = sample();
+    let mut long = r.findings[1].clone();
+    long.message = "</script>|".repeat(1000);
+    long.fingerprint = "long".into();
+    r.findings.insert(2, long);
+    r
+}
+
+fn render_to_string(report: &Report, format: Format) -> String {
+    let mut out = Vec::new();
+    render(report, format, &mut out).expect("render");
+    String::from_utf8(out).expect("utf-8 output")
+}
+
+const ALL: [Format; 6] = [
+    Format::Text,
+    Format::Json,
+    Format::Jsonl,
+    Format::Markdown,
+    Format::Html,
+    Format::Sarif,
+];
+
+#[test]
+fn format_names_parse_and_errors_list_choices() {
+    for (name, f) in [
+        ("text", Format::Text),
+        ("JSON", Format::Json),
+        ("jsonl", Format::Jsonl),
+        ("md", Format::Markdown),
+        ("markdown", Format::Markdown),
+        ("html", Format::Html),
+        ("sarif", Format::Sarif),
+    ] {
+        assert_eq!(name.parse::<Format>().unwrap(), f);
+    }
+    let err = "xml".parse::<Format>().unwrap_err();
+    assert!(
+        err.contains("'xml'") && err.contains("sarif") && err.contains("markdown"),
+        "{err}"
+    );
+}
+
+#[test]
+fn every_format_renders_deterministically() {
+    let r = hostile();
+    for f in ALL {
+        let first = render_to_string(&r, f);
+        assert!(!first.is_empty(), "{f} is empty");
+        assert!(first.contains("HV-TASK-001"), "{f} lacks a rule id");
+        assert_eq!(first, render_to_string(&r, f), "{f} differs between runs");
+    }
+}
+
+#[test]
+fn json_is_one_object_with_counts_and_accounting() {
+    let out = render_to_string(&hostile(), Format::Json);
+    assert!(out.ends_with("}\n"));
+    let v: Value = serde_json::from_str(&out).expect("one JSON value");
+    for key in [
+        "tool",
+        "version",
+        "inputs",
+        "span",
+        "counts",
+        "accounting",
+        "unresolved_basis",
+        "rules",
+        "rule_errors",
+        "findings",
+    ] {
+        assert!(v.get(key).is_some(), "missing {key}");
+    }
+    assert_eq!(v["span"]["from"], "2025-03-14T09:26:00.000Z");
+    assert_eq!(v["span"]["to"], "2025-03-14T09:26:59.500Z");
+    let counts = &v["counts"];
+    assert_eq!(counts["total"], 5);
+    let sev: Vec<(&str, u64)> = counts["by_severity"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, n)| (k.as_str(), n.as_u64().unwrap()))
+        .collect();
+    let mut expected = vec![
+        ("critical", 1),
+        ("high", 3),
+        ("info", 1),
+        ("low", 0),
+        ("medium", 0),
+    ];
+    let mut got = sev.clone();
+    got.sort();
+    expected.sort();
+    assert_eq!(got, expected);
+    assert_eq!(counts["by_rule"]["HV-TOKEN-002"], 2);
+    assert_eq!(counts["by_family"]["lifecycle"], 2);
+    let acc = &v["accounting"];
+    assert_eq!(
+        (acc["lines"].as_u64(), acc["events"].as_u64()),
+        (Some(25), Some(18))
+    );
+    assert_eq!(
+        acc["identity_holds"], false,
+        "input b has 5 lines for 4 accounted"
+    );
+    assert_eq!(v["inputs"][0]["identity_holds"], true);
+    assert_eq!(v["inputs"][1]["identity_holds"], false);
+    assert_eq!(v["rules"].as_array().unwrap().len(), 4);
+    assert_eq!(v["rule_errors"][0]["rule"], "HV-BROKEN-099");
+    let f = &v["findings"][0];
+    assert_eq!(f["severity"], "critical");
+    assert_eq!(f["at"], "2025-03-14T09:26:05.120Z");
+    assert_eq!(
+        f["locations"][1],
+        serde_json::json!({"file": "logs/run a.ndjson", "line": 9, "event_id": "evt-2"})
+    );
+    assert_eq!(f["timeline"][0]["type"], "task.completed");
+    let long = v["findings"][2]["message"].as_str().unwrap();
+    assert_eq!(
+        long.chars().count(),
+        10_000,
+        "long values are not truncated"
+    );
+    assert_eq!(v["findings"][4]["task_id"], Value::Null);
+}
+
+#[test]
+fn jsonl_is_one_finding_a_line() {
+    let r = hostile();
+    let out = render_to_string(&r, Format::Jsonl);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), r.findings.len());
+    assert!(out.ends_with('\n'));
+    for (line, f) in lines.iter().zip(&r.findings) {
+        let v: Value = serde_json::from_str(line).expect("each line is JSON");
+        assert_eq!(v["rule"], f.rule.as_str());
+        assert_eq!(v["fingerprint"], f.fingerprint.as_str());
+    }
+}
+
+#[test]
+fn text_has_no_control_codes_from_the_log() {
+    let r = hostile();
+    let out = render_to_string(&r, Format::Text);
+    assert!(!out.contains('\x1b') && !out.contains('\x07') && !out.contains('\u{9b}'));
+    assert!(!out.contains('\u{202e}'));
+    assert!(
+        out.contains("token reused\\x1b[31m RED"),
+        "escape shown, not executed"
+    );
+    assert!(out.contains(MULTIBYTE));
+    assert!(out.contains("MISMATCH") && out.contains(": MISMATCH"));
+    assert!(out.contains("HV-BROKEN-099"));
+    assert!(out.contains("logs/run a.ndjson:9 (event evt-2)"));
+
+    // With color on, the only escapes are our own SGR codes.
+    let mut colored = Vec::new();
+    render_text(&r, &TextOptions { color: true }, &mut colored).unwrap();
+    let colored = String::from_utf8(colored).unwrap();
+    for (i, _) in colored.match_indices('\x1b') {
+        let rest = &colored[i + 1..];
+        let sgr = rest
+            .strip_prefix('[')
+            .and_then(|s| s.split_once('m'))
+            .map(|(c, _)| c);
+        let sgr = sgr.expect("only CSI ... m sequences");
+        assert!(
+            sgr.chars().all(|c| c.is_ascii_digit() || c == ';'),
+            "unexpected {sgr:?}"
+        );
+    }
+}
+
+#[test]
+fn markdown_escapes_log_values() {
+    let out = render_to_string(&hostile(), Format::Markdown);
+    assert!(!out.contains("<script") && !out.contains("</style") && !out.contains('\x1b'));
+    assert!(!out.contains('\u{202e}'));
+    assert!(out.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(out.contains("tokens \\| auth"));
+    assert!(out.contains("\\*bold\\* \\_it\\_ \\[link\\](http://x) \\`tick\\`"));
+    assert!(out.contains("back<br>next line"));
+    assert!(out.contains(MULTIBYTE));
+    // Every table row keeps its column count: no pipe from the data leaks.
+    for line in out.lines().filter(|l| l.starts_with("| ")) {
+        let cells = line.replace("\\|", "").matches('|').count();
+        assert!(cells == 3 || cells == 10, "row with {cells} pipes: {line}");
+    }
+}
+
+#[test]
+fn html_escapes_log_values_everywhere() {
+    let r = hostile();
+    let out = render_to_string(&r, Format::Html);
+    assert!(out.starts_with("<!DOCTYPE html>"));
+    assert!(!out.contains("<script>alert"));
+    assert_eq!(
+        out.matches("</script").count(),
+        1,
+        "only the page's own script ends"
+    );
+    assert_eq!(
+        out.matches("</style").count(),
+        1,
+        "only the page's own style ends"
+    );
+    assert_eq!(out.matches("<script").count(), 1);
+    assert!(
+        !out.contains('\x1b') && !out.contains('\u{202e}'),
+        "no raw controls"
+    );
+    assert!(out.contains("&lt;&#x2f;script&gt;|&lt;&#x2f;script&gt;|"));
+    assert!(
+        !out.contains("src=\"http") && !out.contains("href=\"http"),
+        "no external assets"
+    );
+    assert!(out.contains(MULTIBYTE));
+    assert!(out.contains("id=\"findings\""));
+    assert!(out.contains("<span id=\"count-high\">3</span>"));
+    assert!(out.contains("<span id=\"count-low\">0</span>"));
+    let rows = out.matches("<tr class=\"finding sev-").count();
+    assert_eq!(rows, r.findings.len());
+    assert!(out.contains(
+        "class=\"finding sev-critical\" data-severity=\"critical\" data-rule=\"HV-TASK-001\""
+    ));
+    assert!(out.contains("@media print"));
+}
+
+#[test]
+fn sarif_validates_against_the_oasis_schema() {
+    let r = hostile();
+    let out = render_to_string(&r, Format::Sarif);
+    let sarif: Value = serde_json::from_str(&out).unwrap();
+    let schema: Value =
+        serde_json::from_str(include_str!("fixtures/sarif-schema-2.1.0.json")).unwrap();
+    let validator = jsonschema::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .expect("schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(&sarif)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "SARIF invalid:\n{}", errors.join("\n"));
+    // The schema is really enforced: a line 0 region is rejected.
+    let mut broken = sarif.clone();
+    broken["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]["startLine"] =
+        0.into();
+    assert!(!validator.is_valid(&broken), "schema accepted startLine 0");
+    // The info finding's line is unknown (0): its location has no region.
+    let info = &sarif["runs"][0]["results"][4]["locations"][0]["physicalLocation"];
+    assert!(info.get("region").is_none() && info["artifactLocation"]["uri"].is_string());
+
+    let run = &sarif["runs"][0];
+    let driver = &run["tool"]["driver"];
+    assert_eq!(driver["name"], "hvaudit");
+    let rules = driver["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), r.rules.len());
+    assert_eq!(rules[0]["defaultConfiguration"]["level"], "error");
+    assert_eq!(rules[3]["defaultConfiguration"]["level"], "warning");
+    assert_eq!(rules[2]["defaultConfiguration"]["level"], "note");
+    let results = run["results"].as_array().unwrap();
+    assert_eq!(results.len(), r.findings.len());
+    for (res, f) in results.iter().zip(&r.findings) {
+        let idx = res["ruleIndex"].as_u64().unwrap() as usize;
+        assert_eq!(rules[idx]["id"], res["ruleId"]);
+        assert_eq!(res["ruleId"], f.rule.as_str());
+        assert_eq!(
+            res["partialFingerprints"]["hvaudit/v1"],
+            f.fingerprint.as_str()
+        );
+        for l in res["locations"].as_array().unwrap() {
+            let region = &l["physicalLocation"]["region"];
+            assert!(region.is_null() || region["startLine"].as_u64().unwrap() >= 1);
+            let uri = l["physicalLocation"]["artifactLocation"]["uri"]
+                .as_str()
+                .unwrap();
+            assert!(
+                uri.bytes().all(|b| b.is_ascii_graphic()),
+                "uri not encoded: {uri}"
+            );
+        }
+    }
+    assert_eq!(results[0]["level"], "error");
+    assert_eq!(
+        results[0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+        "logs/run%20a.ndjson"
+    );
+    assert!(out.ends_with('\n'));
+}
+
+#[test]
+fn empty_report_renders_in_every_format() {
+    let mut r = sample();
+    r.findings.clear();
+    r.inputs.clear();
+    r.rule_errors.clear();
+    r.span = Span {
+        from: None,
+        to: None,
+    };
+    for f in ALL {
+        let out = render_to_string(&r, f);
+        if f == Format::Jsonl {
+            assert!(out.is_empty());
+        } else {
+            assert!(!out.is_empty(), "{f}");
+        }
+    }
+    let v: Value = serde_json::from_str(&render_to_string(&r, Format::Json)).unwrap();
+    assert_eq!(v["span"]["from"], Value::Null);
+    assert_eq!(v["accounting"]["identity_holds"], true);
+}
+
+// One snapshot per format of the small sample (the 10 000-character
+// message stays out of the snapshots).
+macro_rules! snapshot_tests {
+    ($($name:ident => $format:expr),* $(,)?) => {$(
+        #[test]
+        fn $name() {
+            insta::assert_snapshot!(render_to_string(&sample(), $format));
+        }
+    )*};
+}
+
+snapshot_tests! {
+    snapshot_text => Format::Text,
+    snapshot_json => Format::Json,
+    snapshot_jsonl => Format::Jsonl,
+    snapshot_markdown => Format::Markdown,
+    snapshot_html => Format::Html,
+    snapshot_sarif => Format::Sarif,
+}
