@@ -40,7 +40,7 @@ fn parquet_round_trip_yields_the_same_events_table() {
         assert!(ing.total().identity_holds());
     }
     // Day partitions: one directory per day of created_at.
-    let days: Vec<_> = std::fs::read_dir(dir.path().join("by-day"))
+    let days: Vec<_> = std::fs::read_dir(dir.path().join("by-day/events"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with("day="))

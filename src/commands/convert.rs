@@ -1,6 +1,9 @@
 //! `hvaudit convert`: normalized events to Parquet (zstd). A directory
-//! output gets one file per day of created_at; every file is written under a
-//! temporary name and renamed only when all of them are complete.
+//! output gets `events/day=YYYY-MM-DD/events-RUN.parquet` (one file per day
+//! of created_at) and `bad_lines/bad_lines-RUN.parquet`, RUN unique per
+//! run so shards converted on many machines can share one directory. Every
+//! file is written under a temporary name and renamed only when all of them
+//! are complete.
 
 use crate::cli::ConvertArgs;
 use crate::ingest::parquet::{RUN_KEY, TABLE_KEY};
@@ -47,7 +50,7 @@ pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
             )
         })?;
         for (day, batches) in split_by_day(&ingested.events)? {
-            let dir = out.join(format!("day={day}"));
+            let dir = out.join("events").join(format!("day={day}"));
             plan.push((
                 dir.join(format!("events-{run_id}.parquet")),
                 "events",
@@ -56,7 +59,7 @@ pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
             ));
         }
         if !ingested.bad_lines.is_empty() {
-            let path = out.join(format!("bad_lines-{run_id}.parquet"));
+            let path = out.join("bad_lines").join(format!("bad_lines-{run_id}.parquet"));
             plan.push((
                 path,
                 "bad_lines",

@@ -2,6 +2,7 @@
 
 pub mod audit;
 pub mod convert;
+pub mod replay;
 pub mod rules;
 pub mod sql;
 pub mod synth;
@@ -50,10 +51,18 @@ pub fn accounting(ing: &Ingested) -> String {
         }
     };
     out.push_str("hvaudit: read\n");
+    // Many inputs (a day-partitioned tree): list only those with something
+    // to say; the reports carry every input's figures.
+    let many = ing.inputs.len() > 20;
     if ing.inputs.len() > 1 {
         for i in &ing.inputs {
-            line(&mut out, i);
+            if !many || i.bad_lines > 0 || i.error.is_some() || !i.identity_holds() {
+                line(&mut out, i);
+            }
         }
+    }
+    if many {
+        out.push_str(&format!("  ({} inputs; the audit report lists each)\n", ing.inputs.len()));
     }
     line(&mut out, &ing.total());
     for s in &ing.skipped {

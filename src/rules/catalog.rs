@@ -69,7 +69,10 @@ impl Catalog {
         let (views, rules) = read_dir(dir).map_err(|e| vec![e])?;
         let mut errors = Vec::new();
         for (name, text) in views {
-            self.views.push(parse_view(&name, &text));
+            // A view of the same name replaces the built-in one.
+            let view = parse_view(&name, &text);
+            self.views.retain(|v| v.name != view.name);
+            self.views.push(view);
         }
         for (name, text) in rules {
             match parse_rule(&name, &text) {

@@ -212,13 +212,14 @@ async fn resolve(
         })
         .collect();
     findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
-    findings.dedup_by(|a, b| a.fingerprint == b.fingerprint && a.rule == b.rule);
     Ok(findings)
 }
 
-/// Stable across runs and across how the events are split into files: the
-/// rule, the task and the events (by id), never file names or positions.
-/// Findings without event ids (rejected lines) fall back to the message.
+/// Stable across runs: the rule, the task, the events (by id) and the
+/// message, never seq numbers. One rule may report several checks on the same
+/// events (one message each), so the message is part of it. When one id
+/// stands for several versions (conflicting duplicates) or for rejected lines,
+/// their file:line places tell the findings apart.
 fn fingerprint(
     rule: &str,
     task: Option<&str>,
@@ -226,16 +227,20 @@ fn fingerprint(
     message: &str,
     places: &[&Place],
 ) -> String {
-    let mut key = format!("{rule}\u{0}{}", task.unwrap_or(""));
+    let mut key = format!("{rule}\u{0}{}\u{0}{message}", task.unwrap_or(""));
     let mut sorted = ids.to_vec();
     sorted.sort();
     for id in &sorted {
         key.push('\u{0}');
         key.push_str(id);
     }
-    if ids.is_empty() || places.iter().any(|p| p.id.is_none()) {
-        key.push('\u{0}');
-        key.push_str(message);
+    if places.len() > ids.len() {
+        let mut at: Vec<String> = places.iter().map(|p| format!("{}:{}", p.file, p.line)).collect();
+        at.sort();
+        for a in at {
+            key.push('\u{0}');
+            key.push_str(&a);
+        }
     }
     format!("{:032x}", xxhash_rust::xxh3::xxh3_128(key.as_bytes()))
 }

@@ -1,0 +1,91 @@
+-- id: checkpoint.not_stopped
+-- severity: medium
+-- family: checkpoint
+-- dialect: any
+-- summary: a task kept emitting task.progress / task.output after it was told to stop (saved under save_and_stop, acknowledged under force_stop)
+-- spec: RULES.md "Missing checkpoints"; SPEC-NOTES.md §6
+-- explain:
+--   The stop point is an interruption.saved under policy save_and_stop or
+--   an interruption.acknowledged under force_stop. The policy is the event's
+--   own interruption_policy, else that of the task's latest
+--   interruption.requested at or before it. Fires once per stop point when
+--   the task emits task.progress or task.output after it and before the
+--   task's next interruption.resumed, its terminal event, or its next stop
+--   point (time, then input order; work after a later stop point is
+--   reported once, for that one); the finding names the first such event
+--   and counts them.
+--   drain_then_stop is not covered: "the current unit" it may finish is not
+--   visible in a log.
+--   Example: save_and_stop request, interruption.saved at 10:05:02,
+--   task.progress at 10:05:03: fires on the task.progress. The same
+--   task.progress after interruption.resumed at 10:06: silent.
+WITH candidates AS (
+    SELECT seq, id, type, task_id, interruption_policy, created_us, created_at
+    FROM ev
+    WHERE type IN ('interruption.saved', 'interruption.acknowledged') AND task_id IS NOT NULL
+),
+request_policy AS (
+    -- policy of the latest interruption.requested at or before the candidate
+    SELECT c.seq,
+           first_value(r.interruption_policy ORDER BY r.created_us DESC, r.seq DESC) AS policy
+    FROM candidates c
+    JOIN ev r ON r.task_id = c.task_id AND r.type = 'interruption.requested'
+    WHERE r.created_us < c.created_us OR (r.created_us = c.created_us AND r.seq < c.seq)
+    GROUP BY c.seq
+),
+stops AS (
+    SELECT c.*, coalesce(c.interruption_policy, p.policy) AS policy
+    FROM candidates c
+    LEFT JOIN request_policy p ON p.seq = c.seq
+    WHERE (c.type = 'interruption.saved' AND coalesce(c.interruption_policy, p.policy) = 'save_and_stop')
+       OR (c.type = 'interruption.acknowledged' AND coalesce(c.interruption_policy, p.policy) = 'force_stop')
+),
+closers AS (
+    -- what ends a stop: a resume, the task's terminal event, or a later stop
+    -- point (work after it is attributed to that one)
+    SELECT task_id, seq, created_us FROM ev
+    WHERE type = 'interruption.resumed' AND task_id IS NOT NULL
+    UNION ALL
+    SELECT task_id, term_seq, term_us FROM tasks WHERE term_seq IS NOT NULL
+    UNION ALL
+    SELECT task_id, seq, created_us FROM stops
+),
+first_closer AS (
+    SELECT s.seq,
+           first_value(c.seq ORDER BY c.created_us, c.seq) AS close_seq,
+           first_value(c.created_us ORDER BY c.created_us, c.seq) AS close_us
+    FROM stops s
+    JOIN closers c ON c.task_id = s.task_id
+    WHERE c.created_us > s.created_us OR (c.created_us = s.created_us AND c.seq > s.seq)
+    GROUP BY s.seq
+),
+windows AS (
+    -- from the stop point to its first closer (null: open to the end of the log)
+    SELECT s.*, f.close_seq, f.close_us
+    FROM stops s
+    LEFT JOIN first_closer f ON f.seq = s.seq
+),
+kept_working AS (
+    SELECT w.seq, count(*) AS n_work,
+           first_value(e.seq ORDER BY e.created_us, e.seq) AS work_seq,
+           first_value(e.id ORDER BY e.created_us, e.seq) AS work_id,
+           first_value(e.type ORDER BY e.created_us, e.seq) AS work_type,
+           first_value(e.created_at ORDER BY e.created_us, e.seq) AS work_at
+    FROM windows w
+    JOIN ev e ON e.task_id = w.task_id AND e.type IN ('task.progress', 'task.output')
+    WHERE (e.created_us > w.created_us OR (e.created_us = w.created_us AND e.seq > w.seq))
+      AND (w.close_seq IS NULL OR e.created_us < w.close_us
+           OR (e.created_us = w.close_us AND e.seq < w.close_seq))
+    GROUP BY w.seq
+)
+SELECT
+    w.task_id,
+    concat('task ', w.task_id, ' emitted ', k.work_type, ' ', k.work_id, ' at ',
+           to_char(k.work_at, '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           CASE WHEN k.n_work > 1 THEN concat(' (and ', k.n_work - 1, ' more progress/output events)') ELSE '' END,
+           ' after ', w.type, ' ', w.id, ' (', w.policy, ') at ',
+           to_char(w.created_at, '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           '; expected it to stop until interruption.resumed or its terminal event') AS message,
+    make_array(k.work_seq, w.seq) AS seqs
+FROM windows w
+JOIN kept_working k ON k.seq = w.seq

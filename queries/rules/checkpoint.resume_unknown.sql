@@ -1,0 +1,78 @@
+-- id: checkpoint.resume_unknown
+-- severity: high
+-- family: checkpoint
+-- dialect: any
+-- summary: interruption.resumed names a checkpoint that no earlier interruption.saved of the task recorded, and the task did not fail with checkpoint_missing
+-- spec: RULES.md "Missing checkpoints"; SPEC-NOTES.md §6
+-- explain:
+--   Resume MUST name a saved checkpoint, or the task MUST fail with
+--   checkpoint_missing. Fires for each interruption.resumed for task T
+--   whose checkpoint_id (envelope, else payload.checkpoint_id) was not
+--   recorded by any interruption.saved for T strictly before it (checkpoints
+--   of other tasks do not count), unless T afterwards emits task.failed with
+--   payload.error.code checkpoint_missing. Waiting for that failure runs to
+--   the end of the log: when T has no terminal event after the resume,
+--   --horizon applies (flag only with at least that much log after the
+--   resume). A resume without any checkpoint_id is
+--   checkpoint.resume_without_id.
+--   Example: saved ckpt_1 at 10:05, resumed naming ckpt_2 at 10:10, then
+--   task.progress: fires. Resumed naming ckpt_1: silent. Resumed naming
+--   ckpt_2 followed by task.failed {error.code: checkpoint_missing}: silent.
+WITH resumes AS (
+    SELECT seq, id, task_id, created_us, created_at,
+           coalesce(checkpoint_id, p_checkpoint_id) AS ckpt
+    FROM ev
+    WHERE type = 'interruption.resumed' AND task_id IS NOT NULL
+      AND coalesce(checkpoint_id, p_checkpoint_id) IS NOT NULL
+),
+known AS (
+    -- resumes whose checkpoint was saved earlier for the same task
+    SELECT DISTINCT r.seq
+    FROM resumes r
+    JOIN ev s ON s.task_id = r.task_id AND coalesce(s.checkpoint_id, s.p_checkpoint_id) = r.ckpt
+    WHERE s.type = 'interruption.saved'
+      AND (s.created_us < r.created_us OR (s.created_us = r.created_us AND s.seq < r.seq))
+),
+failed_as_required AS (
+    SELECT DISTINCT r.seq
+    FROM resumes r
+    JOIN ev f ON f.task_id = r.task_id
+    WHERE f.type = 'task.failed' AND f.error_code = 'checkpoint_missing'
+      AND (f.created_us > r.created_us OR (f.created_us = r.created_us AND f.seq > r.seq))
+),
+saved_checkpoints AS (
+    -- what the task did save before, for the message
+    SELECT r.seq,
+           string_agg(DISTINCT coalesce(s.checkpoint_id, s.p_checkpoint_id), ', ') AS saved_list
+    FROM resumes r
+    JOIN ev s ON s.task_id = r.task_id
+    WHERE s.type = 'interruption.saved' AND coalesce(s.checkpoint_id, s.p_checkpoint_id) IS NOT NULL
+      AND (s.created_us < r.created_us OR (s.created_us = r.created_us AND s.seq < r.seq))
+    GROUP BY r.seq
+)
+SELECT
+    r.task_id,
+    concat('interruption.resumed ', r.id, ' for task ', r.task_id, ' at ',
+           to_char(r.created_at, '%Y-%m-%dT%H:%M:%S%.3fZ'), ' names checkpoint ', r.ckpt,
+           ', which no earlier interruption.saved of the task recorded (',
+           CASE WHEN c.saved_list IS NULL THEN 'it saved none'
+                ELSE concat('it saved: ', c.saved_list) END,
+           '), and the task did not then fail with error code checkpoint_missing',
+           CASE WHEN t.term_seq IS NOT NULL AND t.term_us > r.created_us
+                THEN concat(' (it ended with ', t.term_type, ' at ',
+                            to_char(t.term_at, '%Y-%m-%dT%H:%M:%S%.3fZ'), ')')
+                ELSE '' END,
+           '; expected a saved checkpoint or task.failed with checkpoint_missing') AS message,
+    CASE WHEN t.term_seq IS NOT NULL AND t.term_us > r.created_us THEN make_array(r.seq, t.term_seq)
+         ELSE make_array(r.seq) END AS seqs
+FROM resumes r
+JOIN tasks t ON t.task_id = r.task_id
+CROSS JOIN log_end l
+LEFT JOIN known k ON k.seq = r.seq
+LEFT JOIN failed_as_required f ON f.seq = r.seq
+LEFT JOIN saved_checkpoints c ON c.seq = r.seq
+WHERE k.seq IS NULL AND f.seq IS NULL
+  -- the task ended otherwise after the resume, or enough log follows it
+  AND ((t.term_seq IS NOT NULL
+        AND (t.term_us > r.created_us OR (t.term_us = r.created_us AND t.term_seq > r.seq)))
+       OR l.end_us - r.created_us >= l.horizon_us)

@@ -1,0 +1,45 @@
+-- id: delegation.escalated_after_rejection
+-- severity: medium
+-- family: delegation
+-- dialect: any
+-- summary: delegation.escalated for a task whose delegation was already rejected
+-- spec: RULES.md "Provenance, lifecycle and validity"; SPEC-NOTES.md §5
+-- explain:
+--   delegation.rejected ends the delegation flow; escalation moves a live
+--   delegation to a supervisor, so escalating after a rejection is invalid.
+--   Fires for each delegation.escalated whose task_id had a
+--   delegation.rejected strictly before it (time, then input order). Keyed
+--   on task_id alone: the escalation names a new delegate, so the
+--   rejecting delegate never matches it. The finding names the latest
+--   rejection before the escalation.
+--   Example: delegation.rejected for task_rej_child_2 at 11:00:04, then
+--   delegation.escalated for it at 11:00:05: fires. An escalation of a
+--   requested, never rejected delegation: silent.
+WITH escalations AS (
+    SELECT seq, id, task_id, delegated_to, created_us, created_at
+    FROM ev
+    WHERE type = 'delegation.escalated' AND task_id IS NOT NULL
+),
+rejected_before AS (
+    SELECT x.seq,
+           count(*) AS n_rejections,
+           first_value(j.seq ORDER BY j.created_us DESC, j.seq DESC) AS j_seq,
+           first_value(j.id ORDER BY j.created_us DESC, j.seq DESC) AS j_id,
+           first_value(j.delegated_to ORDER BY j.created_us DESC, j.seq DESC) AS j_to,
+           first_value(j.created_at ORDER BY j.created_us DESC, j.seq DESC) AS j_at
+    FROM escalations x
+    JOIN ev j ON j.task_id = x.task_id AND j.type = 'delegation.rejected'
+    WHERE j.created_us < x.created_us OR (j.created_us = x.created_us AND j.seq < x.seq)
+    GROUP BY x.seq
+)
+SELECT
+    x.task_id,
+    concat('delegation.escalated ', x.id, ' for task ', x.task_id,
+           CASE WHEN x.delegated_to IS NULL THEN '' ELSE concat(' to ', x.delegated_to) END,
+           ' at ', to_char(x.created_at, '%Y-%m-%dT%H:%M:%S%.3fZ'), ' comes after its delegation was rejected',
+           CASE WHEN j.j_to IS NULL THEN '' ELSE concat(' by ', j.j_to) END,
+           ' (', j.j_id, ' at ', to_char(j.j_at, '%Y-%m-%dT%H:%M:%S%.3fZ'), ')',
+           '; expected a new delegation.requested, not an escalation of a rejected one') AS message,
+    make_array(x.seq, j.j_seq) AS seqs
+FROM escalations x
+JOIN rejected_before j ON j.seq = x.seq

@@ -1,0 +1,55 @@
+-- id: lifecycle.conflicting_parent
+-- severity: medium
+-- family: lifecycle
+-- dialect: any
+-- summary: one task carries two (or more) different parent_task_id values
+-- spec: RULES.md "Common ground" (Parent link), "Provenance, lifecycle and validity"
+-- explain:
+--   A task's parent is the parent_task_id on any event whose task_id is
+--   that task: in the envelope, in payload.parent_task_id, or on a
+--   delegation.* event. Fires once per task when those values (envelope and
+--   payload are both taken, so one event whose envelope and payload
+--   disagree counts too) name more than one parent. The finding lists each
+--   parent with the first event naming it, in time order, and points first
+--   at the event that introduced the second value. Children are checked
+--   under each parent they name (orphan.*, parent.*).
+--   Example: task.submitted of task_9 with parent_task_id task_7, then a
+--   delegation.accepted for task_9 with parent_task_id task_8: fires on the
+--   delegation event.
+WITH parent_values AS (
+    SELECT task_id, seq, id, created_us, env_parent_task_id AS parent
+    FROM ev WHERE task_id IS NOT NULL AND env_parent_task_id IS NOT NULL
+    UNION ALL
+    SELECT task_id, seq, id, created_us, p_parent_task_id
+    FROM ev WHERE task_id IS NOT NULL AND p_parent_task_id IS NOT NULL
+    UNION ALL
+    -- whatever else the ingest resolved as the link
+    SELECT task_id, seq, id, created_us, parent_task_id
+    FROM ev WHERE task_id IS NOT NULL AND parent_task_id IS NOT NULL
+),
+first_naming AS (
+    SELECT task_id, parent,
+           first_value(seq ORDER BY created_us, seq) AS seq,
+           first_value(id ORDER BY created_us, seq) AS id,
+           first_value(created_us ORDER BY created_us, seq) AS created_us
+    FROM parent_values
+    GROUP BY task_id, parent
+),
+per_task AS (
+    SELECT task_id, count(*) AS n_parents,
+           string_agg(concat(parent, ' (', id, ' at ',
+                             to_char(to_timestamp_micros(created_us), '%Y-%m-%dT%H:%M:%S%.3fZ'), ')'),
+                      ', ' ORDER BY created_us, seq, parent) AS parents,
+           array_agg(seq ORDER BY created_us, seq, parent) AS naming_seqs
+    FROM first_naming
+    GROUP BY task_id
+    HAVING count(*) > 1
+)
+SELECT
+    task_id,
+    concat('task ', task_id, ' names ', n_parents, ' different parents: ', parents,
+           '; expected one parent_task_id per task') AS message,
+    -- the event that introduced the second parent first, then the first one
+    array_concat(make_array(naming_seqs[2], naming_seqs[1]),
+                 array_slice(naming_seqs, 3, n_parents)) AS seqs
+FROM per_task

@@ -1,0 +1,23 @@
+-- id: lifecycle.skipped_accept
+-- severity: info
+-- family: lifecycle
+-- dialect: any
+-- summary: task.started directly after task.submitted, without task.accepted
+-- spec: RULES.md "Provenance, lifecycle and validity"; SPEC-NOTES.md §4
+-- explain:
+--   The lifecycle table goes SUBMITTED -> ACCEPTED -> STARTED; the reference
+--   runtimes accept implicitly on submit, so task.started right after
+--   task.submitted is common and harmless. It is reported here, as info,
+--   instead of as lifecycle.illegal_transition. A task delegated to its
+--   worker (delegation.accepted / handoff.completed first) counts as
+--   accepted and starting it is not a skipped accept.
+--   Example: task.submitted at 10:00:02, task.started at 10:00:03: fires on
+--   the task.started; with task.accepted in between: silent.
+SELECT
+    x.task_id,
+    concat('task ', x.task_id, ': ', x.type, ' ', x.id, ' at ', to_char(x.created_at, '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           ' follows ', x.from_label, ' at ', to_char(x.from_at, '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           ' without task.accepted (implicit accept); the lifecycle table expects task.accepted in between') AS message,
+    make_array(x.seq, x.from_seq) AS seqs
+FROM task_transitions x
+WHERE x.skipped_accept

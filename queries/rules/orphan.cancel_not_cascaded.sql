@@ -1,0 +1,46 @@
+-- id: orphan.cancel_not_cascaded
+-- severity: high
+-- family: orphan
+-- dialect: any
+-- summary: a parent was cancelled while a child was active, and the child never reached task.cancelled
+-- spec: RULES.md "Orphaned children"; SPEC-NOTES.md §4, §5
+-- explain:
+--   Fires for each direct child that is active at the instant its parent
+--   reaches task.cancelled (the parent's first terminal event) and whose own
+--   first terminal event afterwards is not task.cancelled: it completed,
+--   failed or timed out instead, or it never ends in the input.
+--   "Active" is RULES.md's: from the child's first task.* event or its
+--   delegation.accepted / delegation.handoff.completed, whichever is first,
+--   until its first terminal event; ties in time go by input order. A child
+--   only requested in a delegation (then rejected) is never active.
+--   Applies in both dialects: the cancel cascade is asked for in 0.1 and 0.2.
+--   A child that never ends is a wait up to the end of the log, so under
+--   --horizon it is only flagged when at least that much log follows the
+--   parent's cancellation. A cascade whose causation link is missing is not
+--   this rule but orphan.cascade_unlinked.
+--   Example: task_7 cancelled at 12:30:10 while child task_9 (started
+--   12:30:05) runs; task_9 then completes at 12:30:20: fires on task_9's
+--   task.completed. Had task_9 emitted task.cancelled instead: silent.
+WITH cancelled_parent_active_child AS (
+    SELECT * FROM task_links
+    WHERE p_term_type = 'task.cancelled' AND active_at_parent_end
+      AND (c_term_type IS NULL OR c_term_type <> 'task.cancelled')
+)
+SELECT
+    k.child_id AS task_id,
+    concat('child task ', k.child_id, ' (active since ', to_char(k.c_active_at, '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           ') was not cancelled with its parent ', k.parent_id, ', cancelled at ',
+           to_char(k.p_term_at, '%Y-%m-%dT%H:%M:%S%.3fZ'), ': ',
+           CASE WHEN k.c_term_seq IS NULL
+                THEN concat('it never reached a terminal state (log ends at ',
+                            to_char(l.end_at, '%Y-%m-%dT%H:%M:%S%.3fZ'), ')')
+                ELSE concat('it ended with ', k.c_term_type, ' at ',
+                            to_char(k.c_term_at, '%Y-%m-%dT%H:%M:%S%.3fZ'))
+           END,
+           '; expected task.cancelled for the child after the parent''s cancellation') AS message,
+    CASE WHEN k.c_term_seq IS NULL THEN make_array(k.p_term_seq, k.c_active_seq)
+         ELSE make_array(k.c_term_seq, k.p_term_seq, k.c_active_seq) END AS seqs
+FROM cancelled_parent_active_child k
+CROSS JOIN log_end l
+-- a child that has not ended yet is only flagged with enough log after the cancel
+WHERE k.c_term_seq IS NOT NULL OR l.end_us - k.p_term_us >= l.horizon_us

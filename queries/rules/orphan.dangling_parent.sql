@@ -1,0 +1,38 @@
+-- id: orphan.dangling_parent
+-- severity: low
+-- family: orphan
+-- dialect: any
+-- summary: a parent_task_id names a task that appears nowhere in the input
+-- spec: RULES.md "Common ground" (Parent link), "Orphaned children"
+-- explain:
+--   Fires once per distinct (task, named parent) pair whose parent_task_id
+--   (envelope, payload.parent_task_id, or a delegation.* event's link) is not
+--   the task_id of any event in the input. Events that carry a
+--   parent_task_id but no task_id are checked too (one finding per parent
+--   they name). The finding points at the first event carrying the link.
+--   A parent outside the input may just be outside the audited window, hence
+--   low: the parent/orphan rules cannot check such a child.
+--   Example: task_9's task.submitted names parent_task_id task_7 and no event
+--   has task_id task_7: fires; add task_7's task.submitted anywhere: silent.
+WITH named_parents AS (
+    SELECT task_id, parent_task_id,
+           first_value(seq ORDER BY created_us, seq) AS link_seq,
+           first_value(type ORDER BY created_us, seq) AS link_type,
+           first_value(id ORDER BY created_us, seq) AS link_id,
+           first_value(created_at ORDER BY created_us, seq) AS link_at
+    FROM ev
+    WHERE parent_task_id IS NOT NULL
+    GROUP BY task_id, parent_task_id
+)
+SELECT
+    n.task_id,
+    concat(CASE WHEN n.task_id IS NULL THEN 'an event without task_id'
+                ELSE concat('task ', n.task_id) END,
+           ' names parent task ', n.parent_task_id, ' (', n.link_type, ' ', n.link_id, ' at ',
+           to_char(n.link_at, '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           ') but no event in the input has task_id ', n.parent_task_id,
+           '; expected the parent''s events in the audited logs') AS message,
+    make_array(n.link_seq) AS seqs
+FROM named_parents n
+LEFT JOIN tasks p ON p.task_id = n.parent_task_id
+WHERE p.task_id IS NULL

@@ -1,0 +1,60 @@
+-- id: provenance.chain_mismatch
+-- severity: low
+-- family: provenance
+-- dialect: any
+-- summary: an evidence_chain whose last entry is not the event's causation_id
+-- spec: RULES.md "Provenance, lifecycle and validity"; SPEC-NOTES.md §7
+-- explain:
+--   The evidence_chain is time-ordered, origin first, and its last entry is
+--   the causation_id. Fires for an event that has both a non-empty
+--   evidence_chain and a causation_id when the chain's last entry is not the
+--   causation_id. An entry equal to the event's own id at the end is skipped
+--   first (the spec's own example ends the chain with the event itself); a
+--   chain holding nothing but the event itself then has no last entry and
+--   fires. The events named are linked in the finding when they are in the
+--   input.
+--   Example: evt_5 with causation_id evt_4 and evidence_chain [evt_1, evt_3]
+--   fires; [evt_1, evt_4] and [evt_1, evt_4, evt_5] are silent.
+WITH chained AS (
+    SELECT e.seq, e.id, e.type, e.task_id, e.causation_id, e.created_at
+    FROM ev e
+    WHERE e.evidence_len > 0 AND e.causation_id IS NOT NULL
+),
+-- the last two entries of each chain, counted from the end
+tail AS (
+    SELECT x.event_seq,
+           max(CASE WHEN x.from_end = 1 THEN x.ref_id END) AS last_ref,
+           max(CASE WHEN x.from_end = 2 THEN x.ref_id END) AS prev_ref
+    FROM (
+        SELECT x.event_seq, x.ref_id,
+               row_number() OVER (PARTITION BY x.event_seq ORDER BY x.pos DESC) AS from_end
+        FROM evidence x
+        JOIN chained c ON c.seq = x.event_seq
+    ) x
+    WHERE x.from_end <= 2
+    GROUP BY x.event_seq
+),
+effective AS (
+    SELECT c.*,
+           CASE WHEN t.last_ref = c.id THEN t.prev_ref ELSE t.last_ref END AS end_ref,
+           t.last_ref = c.id AS self_skipped
+    FROM chained c
+    JOIN tail t ON t.event_seq = c.seq
+)
+SELECT f.task_id,
+       concat(f.type, ' ', f.id, ' at ', to_char(f.created_at, '%Y-%m-%dT%H:%M:%S%.3fZ'),
+              ' has causation_id ', f.causation_id, ' but its evidence_chain ',
+              CASE WHEN f.end_ref IS NULL
+                   THEN 'names only the event itself'
+                   ELSE concat('ends with ', f.end_ref,
+                               CASE WHEN f.self_skipped THEN ' (before the entry naming the event itself)' ELSE '' END)
+              END,
+              '; expected the chain to end with the causation_id ', f.causation_id) AS message,
+       -- the event, then the causation and the chain's end when they are in the input
+       array_concat(make_array(f.seq),
+                    CASE WHEN ce.seq IS NULL THEN make_array() ELSE make_array(ce.seq) END,
+                    CASE WHEN le.seq IS NULL THEN make_array() ELSE make_array(le.seq) END) AS seqs
+FROM effective f
+LEFT JOIN ev ce ON ce.id = f.causation_id
+LEFT JOIN ev le ON le.id = f.end_ref
+WHERE f.end_ref IS NULL OR f.end_ref <> f.causation_id

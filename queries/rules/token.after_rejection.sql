@@ -1,0 +1,46 @@
+-- id: token.after_rejection
+-- severity: high
+-- family: token
+-- dialect: any
+-- summary: a handoff token is used for a delegation (task_id, delegated_to) after delegation.rejected for that pair
+-- spec: RULES.md "Reused handoff tokens"; SPEC-NOTES.md §5
+-- explain:
+--   delegation.rejected ends the flow for that target. Fires for every event
+--   carrying a handoff token -- the issuing handoff.completed as well as
+--   later presentations -- that comes after a delegation.rejected for the
+--   same (task_id, delegated_to) pair. The pair is the event's own task_id
+--   and delegated_to, each falling back to the token's binding (its issuing
+--   event) when the event lacks it. Keyed on the pair: a rejection by one
+--   delegate does not touch a token for another (escalations name a new
+--   delegate). The finding names the earliest such rejection.
+--   Example: delegation.rejected for (task_9, agent:worker) at 10:00, then a
+--   task.started presenting the token issued for (task_9, agent:worker) at
+--   10:02: fires. A token for (task_9, agent:supervisor): silent.
+WITH uses AS (
+    SELECT u.seq, u.id, u.type, u.created_us, u.created_at, r.token_label,
+           coalesce(u.task_id, r.ref_task_id) AS pair_task_id,
+           coalesce(u.delegated_to, r.ref_delegated_to) AS pair_to
+    FROM token_uses u
+    JOIN token_refs r ON r.token = u.token
+),
+rejected_before AS (
+    SELECT u.seq,
+           first_value(j.seq ORDER BY j.created_us, j.seq) AS j_seq,
+           first_value(j.id ORDER BY j.created_us, j.seq) AS j_id,
+           first_value(j.created_at ORDER BY j.created_us, j.seq) AS j_at
+    FROM uses u
+    JOIN ev j ON j.task_id = u.pair_task_id AND j.delegated_to = u.pair_to
+    WHERE j.type = 'delegation.rejected'
+      AND (j.created_us < u.created_us OR (j.created_us = u.created_us AND j.seq < u.seq))
+    GROUP BY u.seq
+)
+SELECT
+    u.pair_task_id AS task_id,
+    concat('handoff token ', u.token_label, ' used on ', u.type, ' ', u.id, ' at ',
+           to_char(u.created_at, '%Y-%m-%dT%H:%M:%S%.3fZ'), ' for the delegation of task ', u.pair_task_id,
+           ' to ', u.pair_to, ', which ', u.pair_to, ' had rejected (', j.j_id, ' at ',
+           to_char(j.j_at, '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           '); expected no token for a rejected delegation') AS message,
+    make_array(u.seq, j.j_seq) AS seqs
+FROM uses u
+JOIN rejected_before j ON j.seq = u.seq

@@ -1,0 +1,48 @@
+-- id: token.superseded
+-- severity: high
+-- family: token
+-- dialect: any
+-- summary: a handoff token issued for a task before its delegation.escalated is presented after the escalation
+-- spec: RULES.md "Reused handoff tokens"; SPEC-NOTES.md §5
+-- explain:
+--   delegation.escalated moves a delegation to a supervisor and supersedes
+--   the token issued before it. Take each token's first issuing
+--   delegation.handoff.completed (for task T) and the first
+--   delegation.escalated for T after it; fires for every event carrying the
+--   token after that escalation (time, then input order), whatever its type
+--   -- a re-issuance of the same value after the escalation included.
+--   Tokens first issued after the escalation are the new ones and fine.
+--   Example: ht_1 issued for task_9 at 10:00, task_9 escalated at 10:05,
+--   tool.call.requested presenting ht_1 at 10:06: fires on the tool call.
+--   The same call at 10:04: silent.
+WITH issued AS (
+    SELECT token, token_label, ref_seq AS i_seq, ref_us AS i_us, ref_id AS i_id,
+           ref_at AS i_at, ref_task_id AS task_id
+    FROM token_refs
+    WHERE ref_is_issue AND ref_task_id IS NOT NULL
+),
+first_escalation AS (
+    SELECT i.token,
+           first_value(e.seq ORDER BY e.created_us, e.seq) AS e_seq,
+           first_value(e.id ORDER BY e.created_us, e.seq) AS e_id,
+           first_value(e.created_us ORDER BY e.created_us, e.seq) AS e_us,
+           first_value(e.created_at ORDER BY e.created_us, e.seq) AS e_at,
+           first_value(e.delegated_to ORDER BY e.created_us, e.seq) AS e_to
+    FROM issued i
+    JOIN ev e ON e.task_id = i.task_id AND e.type = 'delegation.escalated'
+    WHERE e.created_us > i.i_us OR (e.created_us = i.i_us AND e.seq > i.i_seq)
+    GROUP BY i.token
+)
+SELECT
+    u.task_id,
+    concat('handoff token ', i.token_label, ' presented on ', u.type, ' ', u.id, ' at ',
+           to_char(u.created_at, '%Y-%m-%dT%H:%M:%S%.3fZ'), ' was superseded: issued by ', i.i_id,
+           ' at ', to_char(i.i_at, '%Y-%m-%dT%H:%M:%S%.3fZ'), ' for task ', i.task_id,
+           ', which was escalated', CASE WHEN x.e_to IS NULL THEN '' ELSE concat(' to ', x.e_to) END,
+           ' by ', x.e_id, ' at ', to_char(x.e_at, '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           '; expected the token issued after the escalation') AS message,
+    make_array(u.seq, x.e_seq, i.i_seq) AS seqs
+FROM first_escalation x
+JOIN issued i ON i.token = x.token
+JOIN token_uses u ON u.token = x.token
+WHERE u.created_us > x.e_us OR (u.created_us = x.e_us AND u.seq > x.e_seq)

@@ -1,0 +1,42 @@
+-- materialize: true
+-- Parent/child pairs: every distinct (task_id, parent_task_id) carried by a
+-- first-version event (envelope, payload or delegation.* link), with both
+-- tasks' facts from `tasks`. A child naming two parents appears under both
+-- (that conflict itself is lifecycle.conflicting_parent); a self-link is
+-- dropped. p_known is false when the parent appears nowhere as a task_id.
+--   link_*                   the first event carrying this link
+--   active_at_parent_end     the child is active at the parent's terminal
+--                            event: it became active before it (time, then
+--                            input order) and has no terminal event before or
+--                            at it. Null/false when the parent never ends.
+WITH links AS (
+    SELECT task_id AS child_id, parent_task_id AS parent_id,
+           first_value(seq ORDER BY created_us, seq) AS link_seq,
+           first_value(created_at ORDER BY created_us, seq) AS link_at,
+           first_value(type ORDER BY created_us, seq) AS link_type
+    FROM ev
+    WHERE task_id IS NOT NULL AND parent_task_id IS NOT NULL
+      AND task_id <> parent_task_id
+    GROUP BY task_id, parent_task_id
+)
+SELECT
+    l.child_id, l.parent_id, l.link_seq, l.link_at, l.link_type,
+    c.dialect AS c_dialect,
+    c.active_seq AS c_active_seq, c.active_us AS c_active_us,
+    c.active_at AS c_active_at, c.active_type AS c_active_type,
+    c.term_seq AS c_term_seq, c.term_us AS c_term_us, c.term_at AS c_term_at,
+    c.term_type AS c_term_type, c.term_id AS c_term_id,
+    c.term_causation_id AS c_term_causation_id,
+    p.task_id IS NOT NULL AS p_known,
+    p.dialect AS p_dialect,
+    p.term_seq AS p_term_seq, p.term_us AS p_term_us, p.term_at AS p_term_at,
+    p.term_type AS p_term_type, p.term_id AS p_term_id,
+    (p.term_seq IS NOT NULL
+     AND c.active_seq IS NOT NULL
+     AND (c.active_us < p.term_us OR (c.active_us = p.term_us AND c.active_seq < p.term_seq))
+     AND (c.term_seq IS NULL
+          OR c.term_us > p.term_us OR (c.term_us = p.term_us AND c.term_seq > p.term_seq)))
+        AS active_at_parent_end
+FROM links l
+JOIN tasks c ON c.task_id = l.child_id
+LEFT JOIN tasks p ON p.task_id = l.parent_id

@@ -1,0 +1,59 @@
+-- interruption.requested events with policy save_and_stop, each with the
+-- window in which its checkpoint must be saved and the first save in it.
+-- The window runs from the request to the first of: the task's next
+-- interruption.requested (any policy), its terminal event, or the end of
+-- the log (close_kind 'request' / 'terminal' / 'end'; close_* null for
+-- 'end'). Requests for a task that had already ended are left out: there is
+-- nothing left to save. saved_* is the first interruption.saved for the task
+-- inside the window that carries a checkpoint_id (envelope or payload).
+WITH requests AS (
+    SELECT seq, id, task_id, interruption_policy, grace_period_ms, created_us, created_at,
+           lead(seq) OVER w AS next_seq,
+           lead(created_us) OVER w AS next_us,
+           lead(created_at) OVER w AS next_at
+    FROM ev
+    WHERE type = 'interruption.requested' AND task_id IS NOT NULL
+    WINDOW w AS (PARTITION BY task_id ORDER BY created_us, seq)
+),
+save_requests AS (
+    SELECT r.seq, r.id, r.task_id, r.grace_period_ms, r.created_us, r.created_at,
+           t.term_type,
+           -- the task's terminal event closes the window if it comes first
+           (t.term_seq IS NOT NULL
+            AND (r.next_seq IS NULL OR t.term_us < r.next_us
+                 OR (t.term_us = r.next_us AND t.term_seq < r.next_seq))) AS closed_by_terminal,
+           r.next_seq, r.next_us, r.next_at, t.term_seq, t.term_us, t.term_at
+    FROM requests r
+    JOIN tasks t ON t.task_id = r.task_id
+    WHERE r.interruption_policy = 'save_and_stop'
+      -- the task had not ended before the request
+      AND (t.term_seq IS NULL OR t.term_us > r.created_us
+           OR (t.term_us = r.created_us AND t.term_seq > r.seq))
+),
+windows AS (
+    SELECT seq, id, task_id, grace_period_ms, created_us, created_at, term_type,
+           CASE WHEN closed_by_terminal THEN 'terminal'
+                WHEN next_seq IS NOT NULL THEN 'request' ELSE 'end' END AS close_kind,
+           CASE WHEN closed_by_terminal THEN term_seq ELSE next_seq END AS close_seq,
+           CASE WHEN closed_by_terminal THEN term_us ELSE next_us END AS close_us,
+           CASE WHEN closed_by_terminal THEN term_at ELSE next_at END AS close_at
+    FROM save_requests
+),
+first_saved AS (
+    SELECT w.seq AS request_seq,
+           first_value(s.seq ORDER BY s.created_us, s.seq) AS saved_seq,
+           first_value(s.id ORDER BY s.created_us, s.seq) AS saved_id,
+           first_value(s.created_us ORDER BY s.created_us, s.seq) AS saved_us,
+           first_value(s.created_at ORDER BY s.created_us, s.seq) AS saved_at,
+           first_value(coalesce(s.checkpoint_id, s.p_checkpoint_id) ORDER BY s.created_us, s.seq) AS saved_checkpoint_id
+    FROM windows w
+    JOIN ev s ON s.task_id = w.task_id AND s.type = 'interruption.saved'
+    WHERE coalesce(s.checkpoint_id, s.p_checkpoint_id) IS NOT NULL
+      AND (s.created_us > w.created_us OR (s.created_us = w.created_us AND s.seq > w.seq))
+      AND (w.close_seq IS NULL OR s.created_us < w.close_us
+           OR (s.created_us = w.close_us AND s.seq < w.close_seq))
+    GROUP BY w.seq
+)
+SELECT w.*, f.saved_seq, f.saved_id, f.saved_us, f.saved_at, f.saved_checkpoint_id
+FROM windows w
+LEFT JOIN first_saved f ON f.request_seq = w.seq

@@ -1,0 +1,41 @@
+-- The task lifecycle table (SPEC-NOTES.md §4, identical in 0.1 and 0.2): the
+-- legal next task.* event after each state; '(none)' is a task without any
+-- earlier lifecycle event. Terminal states have no row: nothing may follow.
+-- task.cancel.requested is a request, not a state, and is not in the table.
+SELECT from_type, to_type FROM (VALUES
+    ('(none)',         'task.submitted'),
+    ('task.submitted', 'task.accepted'),
+    ('task.submitted', 'task.failed'),
+    ('task.submitted', 'task.cancelled'),
+    ('task.submitted', 'task.timed_out'),
+    ('task.accepted',  'task.started'),
+    ('task.accepted',  'task.failed'),
+    ('task.accepted',  'task.cancelled'),
+    ('task.accepted',  'task.timed_out'),
+    ('task.started',   'task.progress'),
+    ('task.started',   'task.output'),
+    ('task.started',   'task.blocked'),
+    ('task.started',   'task.completed'),
+    ('task.started',   'task.failed'),
+    ('task.started',   'task.cancelled'),
+    ('task.started',   'task.timed_out'),
+    ('task.blocked',   'task.started'),
+    ('task.blocked',   'task.progress'),
+    ('task.blocked',   'task.failed'),
+    ('task.blocked',   'task.cancelled'),
+    ('task.blocked',   'task.timed_out'),
+    ('task.progress',  'task.progress'),
+    ('task.progress',  'task.output'),
+    ('task.progress',  'task.blocked'),
+    ('task.progress',  'task.completed'),
+    ('task.progress',  'task.failed'),
+    ('task.progress',  'task.cancelled'),
+    ('task.progress',  'task.timed_out'),
+    ('task.output',    'task.progress'),
+    ('task.output',    'task.output'),
+    ('task.output',    'task.blocked'),
+    ('task.output',    'task.completed'),
+    ('task.output',    'task.failed'),
+    ('task.output',    'task.cancelled'),
+    ('task.output',    'task.timed_out')
+) AS lifecycle(from_type, to_type)

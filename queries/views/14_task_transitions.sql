@@ -1,0 +1,51 @@
+-- Every lifecycle event of a task (the ten task.* states; not
+-- task.cancel.requested, not unknown task.* types) with the lifecycle event
+-- before it (time, then input order), legal or not. A task delegated to its
+-- worker -- delegation.accepted or delegation.handoff.completed before its
+-- first lifecycle event -- counts as submitted + accepted: its first event
+-- follows a virtual task.accepted (from_seq = that delegation event), unless
+-- that first event is task.submitted itself (a worker starting the table from
+-- the beginning is legal too).
+--   from_type  the previous state, '(none)' for a task's first event
+--   legal      the lifecycle table allows from_type -> type
+--   skipped_accept  task.submitted -> task.started (lifecycle.skipped_accept)
+WITH states AS (
+    SELECT seq, id, task_id, type, created_us, created_at,
+           lag(type) OVER w AS prev_type,
+           lag(seq) OVER w AS prev_seq,
+           lag(id) OVER w AS prev_id,
+           lag(created_at) OVER w AS prev_at
+    FROM ev
+    WHERE task_id IS NOT NULL
+      AND type IN ('task.submitted', 'task.accepted', 'task.started', 'task.progress',
+                   'task.output', 'task.blocked', 'task.completed', 'task.failed',
+                   'task.cancelled', 'task.timed_out')
+    WINDOW w AS (PARTITION BY task_id ORDER BY created_us, seq)
+),
+with_from AS (
+    SELECT s.*,
+           -- the first lifecycle event of a task delegated before it (unless
+           -- the worker still starts the table at task.submitted)
+           (s.prev_type IS NULL AND s.type <> 'task.submitted' AND t.deleg_seq IS NOT NULL
+            AND (t.deleg_us < s.created_us OR (t.deleg_us = s.created_us AND t.deleg_seq < s.seq)))
+               AS after_delegation,
+           t.deleg_seq, t.deleg_type, t.deleg_at
+    FROM states s
+    JOIN tasks t ON t.task_id = s.task_id
+)
+SELECT
+    w.seq, w.id, w.task_id, w.type, w.created_us, w.created_at,
+    CASE WHEN w.after_delegation THEN 'task.accepted' ELSE coalesce(w.prev_type, '(none)') END AS from_type,
+    CASE WHEN w.after_delegation THEN w.deleg_seq ELSE w.prev_seq END AS from_seq,
+    -- how the previous state shows in messages
+    CASE WHEN w.after_delegation THEN concat(w.deleg_type, ' (counts as submitted + accepted)')
+         WHEN w.prev_type IS NULL THEN NULL
+         ELSE concat(w.prev_type, ' ', w.prev_id) END AS from_label,
+    CASE WHEN w.after_delegation THEN w.deleg_at ELSE w.prev_at END AS from_at,
+    n.to_type IS NOT NULL AS legal,
+    coalesce(w.prev_type = 'task.submitted' AND w.type = 'task.started', false) AS skipped_accept
+FROM with_from w
+LEFT JOIN lifecycle_next n
+       ON n.from_type = CASE WHEN w.after_delegation THEN 'task.accepted'
+                             ELSE coalesce(w.prev_type, '(none)') END
+      AND n.to_type = w.type
