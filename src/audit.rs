@@ -1,7 +1,7 @@
 //! The front door: configure an audit, run it, get a `Report`.
 
 use crate::engine::{self, EngineOptions, RuleSettings};
-use crate::finding::{InputSummary, Report, Span};
+use crate::finding::{Finding, InputSummary, Report, Span, TimeBucket};
 use crate::ingest::inputs::InputError;
 use crate::ingest::{IngestOptions, Ingested, ingest};
 use crate::rules::{
@@ -136,9 +136,10 @@ pub async fn audit_ingested(
     engine::register_tables(&ctx, ingested)?;
     engine::register_settings(&ctx, &cfg.rule_settings())?;
     let mut rule_errors = rules::register_views(&ctx, catalog).await;
-    let run = rules::run(&ctx, catalog).await;
+    let bar = crate::progress::rules_bar(cfg.progress, catalog.rules.len());
+    let run = rules::run(&ctx, catalog, &bar).await;
     rule_errors.extend(run.errors);
-    let findings = run
+    let findings: Vec<Finding> = run
         .findings
         .into_iter()
         .filter(|f| {
@@ -151,6 +152,7 @@ pub async fn audit_ingested(
         .await
         .unwrap_or(0);
     let span = span(&ctx).await?;
+    let timeline_buckets = buckets(&ctx, &span, &findings).await?;
     let mut inputs = ingested.inputs.clone();
     for s in &ingested.skipped {
         inputs.push(InputSummary {
@@ -169,7 +171,57 @@ pub async fn audit_ingested(
         unresolved_basis,
         findings,
         rule_errors,
+        timeline_buckets,
     })
+}
+
+/// How many buckets the events-over-time histogram aims for.
+const BUCKETS: i64 = 60;
+
+/// Events (one SQL query) and findings (by `at`) in about `BUCKETS` equal
+/// buckets over the span, each a whole number of milliseconds wide.
+async fn buckets(
+    ctx: &SessionContext,
+    span: &Span,
+    findings: &[Finding],
+) -> datafusion::error::Result<Vec<TimeBucket>> {
+    let (Some(from), Some(to)) = (span.from, span.to) else {
+        return Ok(Vec::new());
+    };
+    let (min, max) = (from.timestamp_micros(), to.timestamp_micros());
+    let range = max - min + 1;
+    let width = ((range + BUCKETS - 1) / BUCKETS + 999) / 1000 * 1000;
+    let n = ((range + width - 1) / width) as usize;
+    let sql = format!(
+        "SELECT (created_us - {min}) / {width} AS bucket, count(*) AS n \
+         FROM events GROUP BY (created_us - {min}) / {width}"
+    );
+    let mut out: Vec<TimeBucket> = (0..n)
+        .map(|i| {
+            let start = min + i as i64 * width;
+            TimeBucket {
+                from: DateTime::from_timestamp_micros(start),
+                to: DateTime::from_timestamp_micros(start + width),
+                events: 0,
+                findings: 0,
+            }
+        })
+        .collect();
+    for b in ctx.sql(&sql).await?.collect().await? {
+        let bucket = b.column(0).as_primitive::<Int64Type>();
+        let count = b.column(1).as_primitive::<Int64Type>();
+        for r in 0..b.num_rows() {
+            let i = bucket.value(r).clamp(0, n as i64 - 1) as usize;
+            out[i].events += count.value(r).max(0) as u64;
+        }
+    }
+    for f in findings {
+        if let Some(at) = f.at {
+            let i = ((at.timestamp_micros() - min) / width).clamp(0, n as i64 - 1) as usize;
+            out[i].findings += 1;
+        }
+    }
+    Ok(out)
 }
 
 async fn count(ctx: &SessionContext, sql: &str) -> datafusion::error::Result<u64> {

@@ -56,3 +56,16 @@ pub fn ingest_bar(quiet: bool, paths: &[PathBuf], bytes: &Arc<AtomicU64>) -> Opt
         thread: Some(thread),
     })
 }
+
+/// Rules done out of total; hidden unless stderr is a terminal.
+pub fn rules_bar(show: bool, total: usize) -> ProgressBar {
+    if !show || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} rules {pos}/{len} {wide_msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}

@@ -54,15 +54,18 @@ pub async fn register_views(ctx: &SessionContext, catalog: &Catalog) -> Vec<(Str
 }
 
 /// Run every rule of the catalog and assemble sorted findings.
-pub async fn run(ctx: &SessionContext, catalog: &Catalog) -> RuleRun {
+pub async fn run(ctx: &SessionContext, catalog: &Catalog, progress: &indicatif::ProgressBar) -> RuleRun {
     let mut raw = Vec::new();
     let mut errors = Vec::new();
     for (i, rule) in catalog.rules.iter().enumerate() {
+        progress.set_message(rule.meta.id.clone());
         match run_one(ctx, rule, i).await {
             Ok(mut rows) => raw.append(&mut rows),
             Err(e) => errors.push((rule.meta.id.clone(), e.to_string())),
         }
+        progress.inc(1);
     }
+    progress.finish_and_clear();
     match resolve(ctx, catalog, raw).await {
         Ok(findings) => RuleRun { findings, errors },
         Err(e) => {
