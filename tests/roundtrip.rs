@@ -21,7 +21,7 @@ fn parquet_round_trip_yields_the_same_events_table() {
             .assert()
             .success();
         let before = events_of(std::slice::from_ref(&src));
-        let after = events_of(&[out.clone()]);
+        let after = events_of(std::slice::from_ref(&out));
         assert_eq!(before.len(), after.len(), "{}", out.display());
         assert_eq!(before, after, "{}", out.display());
         // A single-file output keeps rejected lines in a sibling file.

@@ -3,7 +3,7 @@
 //! Memory stays bounded by chunk size x channel depth, whatever the file size.
 
 use super::inputs::{Format, Input};
-use super::normalize::{NormalizeOptions, parse_line};
+use super::normalize::{NormalizeOptions, clip, parse_line};
 use super::row::EventBuilders;
 use datafusion::arrow::record_batch::RecordBatch;
 use std::io::{self, BufReader, Read};
@@ -12,6 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bytes per chunk handed to a worker.
 const CHUNK_BYTES: usize = 4 << 20;
+/// Longest rejection reason kept (it may quote the offending value).
+const MAX_REASON_CHARS: usize = 400;
 /// Lines longer than this are rejected without being held in memory.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 16 << 20;
 
@@ -94,9 +96,9 @@ pub fn read_chunks(
         total: 0,
     };
     let mut reader: Box<dyn Read> = match input.format {
-        Format::Gzip => Box::new(flate2::read::MultiGzDecoder::new(counting)),
+        Format::Gzip => Box::new(Stepped(flate2::read::MultiGzDecoder::new(counting))),
         Format::Zstd => match zstd::stream::read::Decoder::with_buffer(BufReader::new(counting)) {
-            Ok(d) => Box::new(d),
+            Ok(d) => Box::new(Stepped(d)),
             Err(e) => return Some(format!("not a readable zstd stream: {e}")),
         },
         _ => Box::new(counting),
@@ -135,8 +137,16 @@ pub fn read_chunks(
                 Format::Zstd => "zstd stream",
                 _ => "file",
             };
+            let lost = if matches!(input.format, Format::Gzip | Format::Zstd) {
+                format!(
+                    " (up to {} KiB just before the break are lost)",
+                    DECODE_STEP >> 10
+                )
+            } else {
+                String::new()
+            };
             return Some(format!(
-                "{what} broke after {} bytes of data (line {}): {e}; lines before it were kept",
+                "{what} broke after {} bytes of data (line {}): {e}; lines before it were kept{lost}",
                 state.decompressed,
                 state.next_line.saturating_sub(1).max(1)
             ));
@@ -144,6 +154,20 @@ pub fn read_chunks(
         if at_end {
             return None;
         }
+    }
+}
+
+/// Decoders drop what they produced in a read call that then fails on
+/// corrupt input; reading in small steps bounds that loss.
+const DECODE_STEP: usize = 8 << 10;
+
+/// Caps each read at `DECODE_STEP` bytes.
+struct Stepped<R>(R);
+
+impl<R: Read> Read for Stepped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = buf.len().min(DECODE_STEP);
+        self.0.read(&mut buf[..n])
     }
 }
 
@@ -254,13 +278,10 @@ pub fn parse_chunk(
             src_file: None,
         });
     }
-    let mut line_no = chunk.first_line;
     // The piece after a final newline is not a line.
     let body = chunk.data.strip_suffix(b"\n").unwrap_or(&chunk.data);
     let pieces = (!chunk.data.is_empty()).then(|| body.split(|b| *b == b'\n'));
-    for raw in pieces.into_iter().flatten() {
-        let this = line_no;
-        line_no += 1;
+    for (this, raw) in (chunk.first_line..).zip(pieces.into_iter().flatten()) {
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         if raw.iter().all(u8::is_ascii_whitespace) {
             blank += 1;
@@ -271,7 +292,8 @@ pub fn parse_chunk(
         let reject = |reason: String, id: Option<String>, type_: Option<String>| BadLine {
             seq,
             line: this,
-            reason,
+            // A reason quotes the offending value; a hostile one can be huge.
+            reason: clip(&reason, MAX_REASON_CHARS).into_owned(),
             excerpt: excerpt(raw),
             id,
             type_,
