@@ -38,6 +38,8 @@ pub enum Command {
     },
     /// Generate a synthetic log with planted violations and a truth file.
     Synth(SynthArgs),
+    /// Replay a task's tree (or a session): states at an instant, timeline, findings.
+    Replay(ReplayArgs),
 }
 
 /// Options shared by every command that reads logs.
@@ -120,6 +122,34 @@ pub struct SqlArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = SqlFormat::Table)]
     pub format: SqlFormat,
+}
+
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("scope").required(true).args(["task", "session"])))]
+pub struct ReplayArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// The task: its ancestors up to the root and all its descendants.
+    #[arg(long, value_name = "ID")]
+    pub task: Option<String>,
+    /// The session: every task with an event in it.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// The instant to show states at (RFC 3339; default: the end of the log).
+    #[arg(long, value_name = "INSTANT", value_parser = parse_instant)]
+    pub at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Output format.
+    #[arg(long, default_value = "text", value_parser = ["text", "json", "html"])]
+    pub format: String,
+    /// Write the replay here (atomically) instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Which runtime semantics the audit applies (for the findings).
+    #[arg(long, value_enum, default_value_t = SpecArg::Auto)]
+    pub spec: SpecArg,
+    /// Event types that count as decisions (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub decision_types: Option<Vec<String>>,
 }
 
 #[derive(Args, Debug)]

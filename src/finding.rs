@@ -186,6 +186,24 @@ pub struct Report {
     pub findings: Vec<Finding>,
     /// Rules that failed to parse or run, with their error.
     pub rule_errors: Vec<(String, String)>,
+    /// Events and findings over the span in equal buckets (about 60), for
+    /// the report's chart; empty when the log has no timed events.
+    #[serde(default)]
+    pub timeline_buckets: Vec<TimeBucket>,
+}
+
+/// One bucket of the events-over-time histogram: `[from, to)`, the last
+/// bucket closed at the span's end.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimeBucket {
+    #[serde(with = "instant")]
+    pub from: Option<DateTime<Utc>>,
+    #[serde(with = "instant")]
+    pub to: Option<DateTime<Utc>>,
+    /// Events (rows of `events`) whose created_at falls in the bucket.
+    pub events: u64,
+    /// Findings whose first event (`at`) falls in the bucket.
+    pub findings: u64,
 }
 
 impl Report {

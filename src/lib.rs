@@ -12,8 +12,10 @@ pub mod finding;
 pub mod ingest;
 pub mod output;
 pub mod progress;
+pub mod replay;
 pub mod report;
 pub mod rules;
+pub mod signals;
 pub mod synth;
 
 pub use finding::{Finding, InputSummary, Location, Report, RuleMeta, Severity};

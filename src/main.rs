@@ -7,6 +7,11 @@ use hvaudit::cli::{Cli, Command};
 use hvaudit::commands;
 use std::process::ExitCode;
 
+// Arrow allocates many large buffers; mimalloc reuses freed pages instead of
+// returning them to the kernel and faulting fresh zeroed ones back in.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let quiet = cli.quiet;
@@ -16,6 +21,7 @@ fn main() -> ExitCode {
         Command::Convert(a) => commands::convert::run(a, quiet),
         Command::Rules { action } => commands::rules::run(action),
         Command::Synth(a) => commands::synth::run(a, quiet),
+        Command::Replay(a) => commands::replay::run(a, quiet),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

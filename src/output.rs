@@ -1,5 +1,6 @@
 //! Writing output files atomically: a temp file in the same directory,
-//! renamed over the target only when everything was written.
+//! renamed over the target only when everything was written. An error, a
+//! panic or an interrupt (SIGINT/SIGTERM) leaves no temp file behind.
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -13,21 +14,20 @@ where
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let tmp = tempfile::Builder::new()
-        .prefix(".hvaudit-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "cannot write in {}: {e}; check the directory exists and is writable",
-                dir.display()
-            )
-        })?;
-    let mut w = BufWriter::new(tmp);
-    fill(&mut w)?;
-    let tmp = w.into_inner().map_err(|e| e.into_error())?;
+    // Registered, so that an interrupt removes it too (see signals.rs).
+    let tmp = crate::signals::temp_in(dir).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot write in {}: {e}; check the directory exists and is writable",
+            dir.display()
+        )
+    })?;
+    {
+        let mut w = BufWriter::new(tmp.as_file());
+        fill(&mut w)?;
+        w.flush()?;
+    }
     tmp.as_file().sync_all()?;
     tmp.persist(path)
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {}", path.display(), e.error))?;
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     Ok(())
 }

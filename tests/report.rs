@@ -2,7 +2,7 @@
 //! hostile strings, checked for escaping, shape and determinism.
 
 use chrono::{DateTime, TimeZone, Utc};
-use hvaudit::finding::{Span, TimelineEntry};
+use hvaudit::finding::{Span, TimeBucket, TimelineEntry};
 use hvaudit::report::{Format, TextOptions, render, render_text};
 use hvaudit::{Finding, InputSummary, Location, Report, RuleMeta, Severity};
 use serde_json::Value;
@@ -159,6 +159,20 @@ fn sample() -> Report {
             "HV-BROKEN-099".into(),
             "SQL error: <near> `FROM`\x1b[1m".into(),
         )],
+        timeline_buckets: vec![
+            bucket(t(0, 0), 20, 12, 2),
+            bucket(t(20, 0), 20, 0, 0),
+            bucket(t(40, 0), 20, 6, 1),
+        ],
+    }
+}
+
+fn bucket(from: DateTime<Utc>, secs: i64, events: u64, findings: u64) -> TimeBucket {
+    TimeBucket {
+        from: Some(from),
+        to: Some(from + chrono::Duration::seconds(secs)),
+        events,
+        findings,
     }
 }
 
@@ -390,6 +404,112 @@ fn html_escapes_log_values_everywhere() {
         "class=\"finding sev-critical\" data-severity=\"critical\" data-rule=\"HV-TASK-001\""
     ));
     assert!(out.contains("@media print"));
+}
+
+#[test]
+fn every_format_carries_each_findings_timeline() {
+    let r = sample();
+    // The second event of the first finding's timeline appears nowhere else.
+    let second = "2025-03-14T09:26:06.000Z";
+    for f in ALL {
+        let out = render_to_string(&r, f);
+        assert!(out.contains(second), "{f} lacks the timeline");
+    }
+    let sarif: Value = serde_json::from_str(&render_to_string(&r, Format::Sarif)).unwrap();
+    let steps = &sarif["runs"][0]["results"][0]["codeFlows"][0]["threadFlows"][0]["locations"];
+    assert_eq!(steps[1]["executionTimeUtc"], second);
+    assert_eq!(steps[1]["executionOrder"], 1);
+    assert_eq!(
+        steps[1]["location"]["physicalLocation"]["region"]["startLine"],
+        9
+    );
+    let text = render_to_string(&r, Format::Text);
+    assert!(text.contains("  timeline:"), "{text}");
+}
+
+/// A report whose rule id and family try to break out of the SVG text.
+fn hostile_rules() -> Report {
+    let mut r = sample();
+    let evil = "x</text><script>alert(1)</script><text>\"'&";
+    for f in &mut r.findings {
+        f.rule = evil.into();
+        f.family = format!("{evil}\x1b[31m");
+    }
+    r.rules[0].id = evil.into();
+    r
+}
+
+#[test]
+fn html_charts_escape_rule_ids() {
+    let out = render_to_string(&hostile_rules(), Format::Html);
+    assert_eq!(out.matches("<script").count(), 1, "only the page's script");
+    assert_eq!(out.matches("</script").count(), 1);
+    assert!(!out.contains("</text><script") && !out.contains('\x1b'));
+    let chart = &out[out.find("id=\"chart-rules\"").unwrap()..];
+    let chart = &chart[..chart.find("</svg>").unwrap()];
+    assert!(
+        chart.contains("data-rule=\"x&lt;&#x2f;text&gt;&lt;script&gt;alert(1)&lt;&#x2f;script&gt;&lt;text&gt;&quot;&#x27;&amp;\""),
+        "{chart}"
+    );
+    // The tooltip has the whole id; the label is cut at 38 characters.
+    assert!(chart.contains(
+        "<title>x&lt;&#x2f;text&gt;&lt;script&gt;alert(1)&lt;&#x2f;script&gt;&lt;text&gt;&quot;&#x27;&amp;: 4 findings"
+    ));
+    assert!(
+        chart.contains(
+            ">x&lt;&#x2f;text&gt;&lt;script&gt;alert(1)&lt;&#x2f;script&gt;&lt;tex…</text>"
+        ),
+        "{chart}"
+    );
+    // Every opened text element is closed by our own markup only.
+    assert_eq!(
+        chart.matches("<text").count(),
+        chart.matches("</text>").count()
+    );
+}
+
+#[test]
+fn html_charts_show_the_counts() {
+    let r = sample();
+    let out = render_to_string(&r, Format::Html);
+    let rules = &out[out.find("id=\"chart-rules\"").unwrap()..];
+    let rules = &rules[..rules.find("</svg>").unwrap()];
+    assert_eq!(
+        rules.matches("<g class=\"bar\"").count(),
+        3,
+        "one bar per rule with findings"
+    );
+    assert!(rules.contains("data-rule=\"HV-TASK-001\" data-count=\"2\""));
+    assert!(rules.contains("data-rule=\"HV-TOKEN-002\" data-count=\"1\""));
+    // The most frequent rule's bar is the longest, in its worst severity.
+    assert!(
+        rules.contains("<rect class=\"critical\" x=\"252.0\" y=\"3.0\" width=\"340.0\""),
+        "{rules}"
+    );
+    let time = &out[out.find("id=\"chart-time\"").unwrap()..];
+    let time = &time[..time.find("</svg>").unwrap()];
+    assert!(
+        time.contains("data-events=\"18\" data-findings=\"3\""),
+        "{time}"
+    );
+    assert_eq!(
+        time.matches("<g class=\"bucket\"").count(),
+        r.timeline_buckets.len()
+    );
+    assert_eq!(
+        time.matches("<rect class=\"events\"").count(),
+        2,
+        "empty buckets draw nothing"
+    );
+    assert!(
+        out.contains("<b id=\"sum-total\">4</b>") && out.contains("<b id=\"sum-critical\">1</b>")
+    );
+    assert!(out.contains("(59.5 s)"), "span length in the header");
+    // No buckets, no time chart (and no error).
+    let mut empty = r.clone();
+    empty.timeline_buckets.clear();
+    let out = render_to_string(&empty, Format::Html);
+    assert!(!out.contains("id=\"chart-time\"") && out.contains("No timed events."));
 }
 
 #[test]

@@ -1,8 +1,13 @@
 //! One integration test binary (one link of DataFusion), modules per area.
 
+mod adversarial;
+mod browser;
 mod cli;
 mod common;
+mod fixtures_outcome;
 mod ingest;
+mod properties;
+mod replay;
 mod report;
 mod roundtrip;
 mod rules_flow;

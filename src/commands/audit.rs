@@ -7,6 +7,8 @@ use crate::report::{self, Format};
 use std::io::Write;
 
 pub fn run(args: AuditArgs, quiet: bool) -> anyhow::Result<u8> {
+    // An interrupt removes the report's temp file (see signals.rs).
+    crate::signals::install();
     if let Some(url) = &args.cluster {
         anyhow::bail!(
             "--cluster {url}: this build has no cluster support yet; run without --cluster, \

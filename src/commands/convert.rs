@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
+    crate::signals::install();
     let ingested = super::load(&args.input, quiet)?;
     let run_id = run_id();
     let out = &args.output;
@@ -59,7 +60,9 @@ pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
             ));
         }
         if !ingested.bad_lines.is_empty() {
-            let path = out.join("bad_lines").join(format!("bad_lines-{run_id}.parquet"));
+            let path = out
+                .join("bad_lines")
+                .join(format!("bad_lines-{run_id}.parquet"));
             plan.push((
                 path,
                 "bad_lines",
@@ -117,17 +120,15 @@ fn write_all(
     plan: &[(PathBuf, &str, SchemaRef, Vec<RecordBatch>)],
     run_id: &str,
 ) -> anyhow::Result<()> {
-    let mut done: Vec<(tempfile::NamedTempFile, &Path)> = Vec::new();
+    let mut done: Vec<(crate::signals::Temp, &Path)> = Vec::new();
     for (path, table, schema, batches) in plan {
         let dir = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir)?;
-        let tmp = tempfile::Builder::new()
-            .prefix(".hvaudit-")
-            .suffix(".tmp")
-            .tempfile_in(dir)?;
+        // Registered: an interrupt removes it (see signals.rs).
+        let tmp = crate::signals::temp_in(dir)?;
         let props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
             .set_key_value_metadata(Some(vec![
@@ -145,9 +146,7 @@ fn write_all(
     }
     // Dropping an unpersisted temp file deletes it, so an error above leaves
     // nothing behind; only a complete set is renamed into place.
-    for (tmp, path) in done {
-        tmp.persist(path)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {}", path.display(), e.error))?;
-    }
+    // An interrupt during the renames waits for them (see signals.rs).
+    crate::signals::persist_all(done)?;
     Ok(())
 }

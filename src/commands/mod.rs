@@ -62,7 +62,10 @@ pub fn accounting(ing: &Ingested) -> String {
         }
     }
     if many {
-        out.push_str(&format!("  ({} inputs; the audit report lists each)\n", ing.inputs.len()));
+        out.push_str(&format!(
+            "  ({} inputs; the audit report lists each)\n",
+            ing.inputs.len()
+        ));
     }
     line(&mut out, &ing.total());
     for s in &ing.skipped {

@@ -1,9 +1,10 @@
 //! Collapsing redeliveries: the same id with the same content is one event
 //! (its `redeliveries` counts the repeats); the same id with different
-//! content keeps every version (`version` 1, 2, ...) for the integrity rule.
+//! content keeps every version (`version` 1, 2, ... in created_at order,
+//! then input order) for the integrity rule.
 
 use super::ndjson::ParsedChunk;
-use super::schema::events_col;
+use super::schema::{EVENTS, events_col};
 use datafusion::arrow::array::{
     Array, ArrayRef, BooleanArray, Int32Array, Int64Array, StringArray, make_comparator,
 };
@@ -34,7 +35,7 @@ pub struct Outcome {
 }
 
 /// Deduplicate chunks that are already in input order.
-pub fn dedup(chunks: &[ParsedChunk]) -> Outcome {
+pub fn dedup(chunks: &mut [ParsedChunk]) -> Outcome {
     let mut first: HashMap<u128, Version> = HashMap::new();
     let mut later: HashMap<u128, Vec<Version>> = HashMap::new();
     let mut keep: Vec<Vec<bool>> = chunks.iter().map(|c| vec![true; c.keys.len()]).collect();
@@ -78,12 +79,34 @@ pub fn dedup(chunks: &[ParsedChunk]) -> Outcome {
         }
     }
 
+    // Number the versions of an id by time (created_at, then input order),
+    // not by which file happened to be read first: the same events give the
+    // same version 1 however they are cut into files and ordered.
+    for (id_hash, others) in &later {
+        if others.is_empty() {
+            continue;
+        }
+        let mut all: Vec<Version> = others.clone();
+        all.push(first[id_hash]);
+        all.sort_by_key(|v| {
+            let events = &chunks[v.chunk as usize].events;
+            (int(events, "created_us", v.row), int(events, "seq", v.row))
+        });
+        for (n, v) in all.iter().enumerate() {
+            version[v.chunk as usize][v.row as usize] = n as i32 + 1;
+        }
+    }
+
+    // Each chunk's batch is taken out and dropped as soon as its kept rows
+    // are copied, so the peak stays near one copy of the table.
+    let empty = RecordBatch::new_empty(EVENTS.clone());
     let batches = chunks
-        .iter()
+        .iter_mut()
         .enumerate()
         .map(|(ci, c)| {
+            let taken = std::mem::replace(&mut c.events, empty.clone());
             let batch = with_column(
-                &c.events,
+                &taken,
                 "redeliveries",
                 Arc::new(Int64Array::from(std::mem::take(&mut redeliveries[ci]))),
             );
@@ -92,11 +115,25 @@ pub fn dedup(chunks: &[ParsedChunk]) -> Outcome {
                 "version",
                 Arc::new(Int32Array::from(std::mem::take(&mut version[ci]))),
             );
-            let mask = BooleanArray::from(std::mem::take(&mut keep[ci]));
+            drop(taken);
+            let keep = std::mem::take(&mut keep[ci]);
+            if keep.iter().all(|k| *k) {
+                return batch;
+            }
+            let mask = BooleanArray::from(keep);
             filter_record_batch(&batch, &mask).expect("mask matches the batch")
         })
         .collect();
     Outcome { batches, per_chunk }
+}
+
+fn int(batch: &RecordBatch, name: &str, row: u32) -> i64 {
+    let col = batch.column(events_col(name));
+    let ints = col
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .expect("an Int64 column");
+    ints.value(row as usize)
 }
 
 /// Redelivery counts already recorded (Parquet written by `convert`).

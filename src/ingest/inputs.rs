@@ -101,9 +101,14 @@ pub fn expand(paths: &[PathBuf]) -> Result<(Vec<Input>, Vec<Skipped>), InputErro
                 }
             }
         } else {
+            // A dangling symbolic link or a link loop: say which.
+            let reason = match (p.symlink_metadata(), std::fs::metadata(p)) {
+                (Ok(_), Err(e)) => format!("a symbolic link that cannot be followed ({e})"),
+                _ => "no such file or directory".into(),
+            };
             return Err(InputError::Unreadable {
                 path: shown,
-                reason: "no such file or directory".into(),
+                reason,
             });
         }
     }

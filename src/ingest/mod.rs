@@ -99,7 +99,10 @@ pub fn ingest_inputs(inputs: &[Input], skipped: Vec<Skipped>, opts: &IngestOptio
     let parquet = parquet::read_all(inputs, opts);
     let file_offset = parquet.next_file_idx;
     for (idx, r) in parquet.errors {
-        read_errors[idx] = Some(r);
+        read_errors[idx] = Some(match read_errors[idx].take() {
+            Some(before) => format!("{before}; {r}"),
+            None => r,
+        });
     }
     chunks.extend(parquet.chunks);
 
@@ -191,7 +194,7 @@ fn assemble(
             parquet::input_of(inputs, file_idx)
         }
     };
-    let deduped = dedup::dedup(&chunks);
+    let deduped = dedup::dedup(&mut chunks);
     let mut summaries: Vec<InputSummary> = inputs
         .iter()
         .map(|i| InputSummary {

@@ -103,6 +103,18 @@ fn open(input: &Input) -> Opened {
         }
         Err(e) => error = Some(format!("not a readable Parquet file: {e}")),
     }
+    let mut kind = kind;
+    if matches!(kind, Kind::Events)
+        && let Some(bad) = batches.iter().find_map(implausible_events)
+    {
+        // Counts and seqs are trusted from our own files; a file that only
+        // looks like one must not corrupt the accounting.
+        error = Some(format!(
+            "claims to be hvaudit's events layout but {bad}; no row of it was used"
+        ));
+        batches.clear();
+        kind = Kind::Foreign;
+    }
     Opened {
         kind,
         run: get(RUN_KEY),
@@ -167,7 +179,21 @@ pub fn read_all(inputs: &[Input], opts: &IngestOptions) -> ParquetRead {
                     converted_bad_lines(&batch, file_idx, chunk_idx)
                 }
                 Kind::Foreign => {
-                    let data = rows_as_json_lines(&batch);
+                    let data = match rows_as_json_lines(&batch) {
+                        Ok(d) => d,
+                        Err(e) => {
+                            out.errors.push((
+                                input_idx,
+                                format!(
+                                    "rows {}..{} cannot be read as JSON ({e}); the rest was kept",
+                                    row + 1,
+                                    row + batch.num_rows() as u64
+                                ),
+                            ));
+                            row += batch.num_rows() as u64;
+                            continue;
+                        }
+                    };
                     let chunk = Chunk {
                         file_idx,
                         chunk_idx,
@@ -188,6 +214,28 @@ pub fn read_all(inputs: &[Input], opts: &IngestOptions) -> ParquetRead {
         }
     }
     out
+}
+
+/// Why stored provenance columns cannot be ours, if they cannot.
+fn implausible_events(batch: &RecordBatch) -> Option<String> {
+    for col in ["seq", "src_line", "redeliveries"] {
+        let a = batch.column_by_name(col)?;
+        let a = a.as_any().downcast_ref::<Int64Array>()?;
+        if let Some(v) = a.values().iter().find(|v| **v < 0) {
+            return Some(format!("column {col} holds {v}"));
+        }
+    }
+    let total = batch
+        .column_by_name("redeliveries")?
+        .as_any()
+        .downcast_ref::<Int64Array>()?
+        .values()
+        .iter()
+        .try_fold(0i64, |acc, v| acc.checked_add(*v));
+    match total {
+        Some(t) if t < 1 << 52 => None,
+        _ => Some("column redeliveries sums to more than any log holds".into()),
+    }
 }
 
 fn max_i64(batch: &RecordBatch, col: &str) -> i64 {
@@ -294,13 +342,14 @@ fn converted_bad_lines(batch: &RecordBatch, file_idx: u32, chunk_idx: u32) -> Pa
 const JSON_COLUMNS: [&str; 3] = ["payload", "delivery", "evidence_chain"];
 
 /// Rows of a foreign batch as JSON object lines, JSON-text columns inlined.
-fn rows_as_json_lines(batch: &RecordBatch) -> Vec<u8> {
+fn rows_as_json_lines(
+    batch: &RecordBatch,
+) -> Result<Vec<u8>, datafusion::arrow::error::ArrowError> {
     let mut buf = Vec::new();
     {
         let mut w = datafusion::arrow::json::LineDelimitedWriter::new(&mut buf);
-        if w.write(batch).and_then(|_| w.finish()).is_err() {
-            return Vec::new();
-        }
+        w.write(batch)?;
+        w.finish()?;
     }
     let mut out = Vec::with_capacity(buf.len());
     for line in buf.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
@@ -319,5 +368,5 @@ fn rows_as_json_lines(batch: &RecordBatch) -> Vec<u8> {
         out.extend_from_slice(&fixed);
         out.push(b'\n');
     }
-    out
+    Ok(out)
 }

@@ -55,16 +55,20 @@ struct ErrorCode<'a> {
 
 /// Extract the fields; a payload that is not an object, or a field of an
 /// unexpected type, leaves the column empty (payload.invalid reports shape).
-pub fn extract<'a>(payload: &'a RawValue, event_type: &str) -> PayloadFields<'a> {
+/// A field named twice is an error: which value is meant is ambiguous, and
+/// JSON readers disagree on it (the envelope rejects duplicates the same way).
+pub fn extract<'a>(payload: &'a RawValue, event_type: &str) -> Result<PayloadFields<'a>, String> {
     let text = payload.get();
     if !text.starts_with('{') {
-        return PayloadFields::default();
+        return Ok(PayloadFields::default());
     }
-    let raw: Raw<'a> = serde_json::from_str(text).unwrap_or_default();
-    let error_code = raw
-        .error
-        .and_then(|e| serde_json::from_str::<ErrorCode>(e.get()).ok())
-        .and_then(|e| e.code.and_then(string));
+    let raw: Raw<'a> = object("payload", text)?;
+    let error_code = match raw.error {
+        Some(e) if e.get().starts_with('{') => object::<ErrorCode>("payload.error", e.get())?
+            .code
+            .and_then(string),
+        _ => None,
+    };
     let mut fields = PayloadFields {
         task_id: raw.task_id.and_then(string),
         parent_task_id: raw.parent_task_id.and_then(string),
@@ -79,10 +83,10 @@ pub fn extract<'a>(payload: &'a RawValue, event_type: &str) -> PayloadFields<'a>
     };
     if event_type.starts_with("subscription.") {
         // The filter sits in the payload itself or under payload.filter.
-        let nested: Raw<'a> = raw
-            .filter
-            .and_then(|f| serde_json::from_str(f.get()).ok())
-            .unwrap_or_default();
+        let nested: Raw<'a> = match raw.filter {
+            Some(f) if f.get().starts_with('{') => object("payload.filter", f.get())?,
+            _ => Raw::default(),
+        };
         let json = |a: Option<&'a RawValue>, b: Option<&'a RawValue>| {
             a.or(b)
                 .filter(|v| v.get() != "null")
@@ -93,7 +97,17 @@ pub fn extract<'a>(payload: &'a RawValue, event_type: &str) -> PayloadFields<'a>
         fields.filter_target = json(raw.target, nested.target);
         fields.filter_topic = json(raw.topic, nested.topic);
     }
-    fields
+    Ok(fields)
+}
+
+/// Read an object whose members are all raw values: the only error left is
+/// a member named twice.
+fn object<'a, T: Deserialize<'a>>(name: &str, text: &'a str) -> Result<T, String> {
+    serde_json::from_str(text).map_err(|e| {
+        let e = e.to_string();
+        let e = e.split(" at line ").next().unwrap_or(&e);
+        format!("field {name}: {e}")
+    })
 }
 
 fn string(v: &RawValue) -> Option<Cow<'_, str>> {

@@ -31,12 +31,23 @@ static PAYLOAD_SCHEMA: LazyLock<PayloadSchema> = LazyLock::new(|| {
 });
 
 /// The first violation of the payload schema, or None (valid or no schema).
+/// A payload too deep or with numbers too large to read as a JSON value
+/// (serde_json stops at 128 levels, so no stack is at risk) cannot be shown
+/// valid: that is reported as its violation rather than passed silently.
 pub fn check(event_type: &str, payload: &RawValue) -> Option<String> {
     let schema = &*PAYLOAD_SCHEMA;
     if !schema.types.contains(event_type) {
         return None;
     }
-    let payload: Value = serde_json::from_str(payload.get()).ok()?;
+    let payload: Value = match serde_json::from_str(payload.get()) {
+        Ok(v) => v,
+        Err(e) => {
+            let e = e
+                .to_string()
+                .replace(" at line 1 column ", " at payload column ");
+            return Some(format!("/payload: cannot be validated: {e}"));
+        }
+    };
     let instance = serde_json::json!({ "type": event_type, "payload": payload });
     let error = schema.validator.iter_errors(&instance).next()?;
     let path = error.instance_path().to_string();
@@ -56,6 +67,20 @@ mod tests {
         let e = check("context.invalidated", &raw("{}")).unwrap();
         assert!(e.contains("context_key"), "{e}");
         assert!(check("context.invalidated", &raw(r#"{"context_key":"k"}"#)).is_none());
+    }
+
+    #[test]
+    fn payloads_that_cannot_be_read_as_values_are_not_passed() {
+        let deep = format!(
+            r#"{{"context_key":{}{}}}"#,
+            "[".repeat(500),
+            "]".repeat(500)
+        );
+        let e = check("context.invalidated", &raw(&deep)).unwrap();
+        assert!(e.contains("cannot be validated: recursion limit"), "{e}");
+        let huge = r#"{"context_key":"k","n":1e400}"#;
+        let e = check("context.invalidated", &raw(huge)).unwrap();
+        assert!(e.contains("number out of range"), "{e}");
     }
 
     #[test]

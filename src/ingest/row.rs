@@ -166,6 +166,18 @@ const STR_COLS: [&str; 50] = [
     "evidence_chain",
 ];
 
+/// Expected text bytes per row of a column, to size its buffer once: Arrow
+/// keeps a finished buffer's whole capacity, so sparse columns get none.
+fn text_bytes_per_row(column: &str) -> usize {
+    match column {
+        "payload" => 160,
+        "id" | "type" | "source" | "target" | "session_id" | "conversation_id" | "task_id"
+        | "correlation_id" | "causation_id" => 24,
+        "dialect" | "spec_version" | "aep_version" | "topic" => 4,
+        _ => 0,
+    }
+}
+
 impl EventBuilders {
     pub fn new(src_file: Arc<str>, capacity: usize) -> Self {
         let cap = capacity.max(16);
@@ -173,7 +185,7 @@ impl EventBuilders {
             src_file,
             ints: INT_COLS.map(|_| Int64Builder::with_capacity(cap)).into(),
             strs: STR_COLS
-                .map(|_| StringBuilder::with_capacity(cap, cap * 8))
+                .map(|name| StringBuilder::with_capacity(cap, cap * text_bytes_per_row(name)))
                 .into(),
             extra: StringBuilder::new(),
             times: TIME_COLS

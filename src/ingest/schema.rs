@@ -26,7 +26,8 @@ pub static EVENTS: LazyLock<SchemaRef> = LazyLock::new(|| {
         Field::new("src_file", DataType::Utf8, false),
         Field::new("src_line", DataType::Int64, false),
         Field::new("redeliveries", DataType::Int64, false),
-        // 1 for the first content seen under an id, 2.. for later different contents
+        // 1 for the earliest content under an id (created_at, then input
+        // order), 2.. for the other, different contents
         Field::new("version", DataType::Int32, false),
         // envelope
         Field::new("dialect", DataType::Utf8, false),

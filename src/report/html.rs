@@ -2,6 +2,8 @@
 //! assets) rendered by minijinja with HTML autoescaping, so every value from
 //! a log is escaped by the template engine rather than by hand.
 
+mod charts;
+
 use super::clean;
 use super::json::ReportJson;
 use crate::finding::Report;
@@ -40,12 +42,16 @@ pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()>
             ]))
         })
         .collect();
+    let by_rule = report.counts_by(|f| Some(&f.rule));
     let ctx = context! {
         report => from_json(&serde_json::to_value(ReportJson::new(report))?),
         // Lists of pairs keep the count order a map would sort away.
         by_severity => counts(by_severity),
         by_family => counts(report.counts_by(|f| Some(&f.family))),
-        by_rule => counts(report.counts_by(|f| Some(&f.rule))),
+        rule_chart => charts::rule_bars(report, &by_rule),
+        time_chart => charts::time_bars(report),
+        span_length => charts::span_length(report),
+        by_rule => counts(by_rule),
         rules => rules,
     };
     let html = env.get_template(NAME)?.render(ctx)?;
@@ -57,7 +63,7 @@ pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()>
 /// converted by hand. Strings lose their control characters on the way:
 /// autoescaping handles markup, but a bidi override or an ESC byte would
 /// still reorder or hide text in the browser (or in a terminal `cat`).
-fn from_json(v: &serde_json::Value) -> Value {
+pub(crate) fn from_json(v: &serde_json::Value) -> Value {
     use serde_json::Value as J;
     match v {
         J::Null => Value::from(()),

@@ -2,7 +2,7 @@
 //! writes deterministic output: findings keep the report's order and every
 //! map is ordered, so two runs on the same input give identical bytes.
 
-mod html;
+pub(crate) mod html;
 mod json;
 mod jsonl;
 mod markdown;
@@ -117,7 +117,7 @@ fn file_line(file: &str, line: u64) -> String {
 /// Replaces every control character a terminal or viewer could act on (C0,
 /// DEL, C1, bidi overrides, line separators) by a visible escape, so a log
 /// line cannot move the cursor, recolor, retitle or reorder the display.
-fn clean(s: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn clean(s: &str) -> std::borrow::Cow<'_, str> {
     fn is_control(c: char) -> bool {
         c.is_control()
             || matches!(

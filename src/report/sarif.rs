@@ -114,7 +114,50 @@ fn result(f: &Finding, rule_index: Option<usize>) -> sarif::Result {
     // A rule the report does not list (e.g. a failed rule file) gets no
     // index rather than a wrong one.
     res.rule_index = rule_index.and_then(|i| i64::try_from(i).ok());
+    res.code_flows = timeline(f).map(|c| vec![c]);
     res
+}
+
+/// The finding's timeline as one thread flow: its events in time order,
+/// each with its instant, so dashboards can step through the case.
+fn timeline(f: &Finding) -> Option<sarif::CodeFlow> {
+    if f.timeline.is_empty() {
+        return None;
+    }
+    let steps: Vec<sarif::ThreadFlowLocation> = f
+        .timeline
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let mut loc = location(&Location {
+                file: t.file.clone(),
+                line: t.line,
+                event_id: None,
+            });
+            let task = t
+                .task_id
+                .as_deref()
+                .map(|task| format!(" (task {task})"))
+                .unwrap_or_default();
+            loc.message = Some(
+                format!("{} {}{task}", t.event_type, t.event_id)
+                    .as_str()
+                    .into(),
+            );
+            let mut step = sarif::ThreadFlowLocation::builder()
+                .location(loc)
+                .execution_order(i64::try_from(i).unwrap_or(i64::MAX))
+                .build();
+            step.execution_time_utc = t.at.as_ref().map(fmt_instant);
+            step
+        })
+        .collect();
+    Some(
+        sarif::CodeFlow::builder()
+            .message("timeline")
+            .thread_flows(vec![sarif::ThreadFlow::builder().locations(steps).build()])
+            .build(),
+    )
 }
 
 fn location(l: &Location) -> sarif::Location {

@@ -54,7 +54,11 @@ pub async fn register_views(ctx: &SessionContext, catalog: &Catalog) -> Vec<(Str
 }
 
 /// Run every rule of the catalog and assemble sorted findings.
-pub async fn run(ctx: &SessionContext, catalog: &Catalog, progress: &indicatif::ProgressBar) -> RuleRun {
+pub async fn run(
+    ctx: &SessionContext,
+    catalog: &Catalog,
+    progress: &indicatif::ProgressBar,
+) -> RuleRun {
     let mut raw = Vec::new();
     let mut errors = Vec::new();
     for (i, rule) in catalog.rules.iter().enumerate() {
@@ -238,7 +242,10 @@ fn fingerprint(
         key.push_str(id);
     }
     if places.len() > ids.len() {
-        let mut at: Vec<String> = places.iter().map(|p| format!("{}:{}", p.file, p.line)).collect();
+        let mut at: Vec<String> = places
+            .iter()
+            .map(|p| format!("{}:{}", p.file, p.line))
+            .collect();
         at.sort();
         for a in at {
             key.push('\u{0}');

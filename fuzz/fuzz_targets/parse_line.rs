@@ -1,0 +1,24 @@
+//! One NDJSON line -> a normalized row, or a rejection with a reason.
+//! Both token formats, so structured-token decoding runs on every row.
+#![no_main]
+
+use hvaudit::audit::TokenFormat;
+use hvaudit::ingest::normalize::{NormalizeOptions, parse_line};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(line) = std::str::from_utf8(data) else {
+        return;
+    };
+    for token_format in [TokenFormat::Opaque, TokenFormat::Structured] {
+        let opts = NormalizeOptions { token_format };
+        match parse_line(line, 7, 1, opts) {
+            Ok(p) => {
+                // An accepted line has the required envelope fields.
+                assert!(!p.row.id.is_empty() && !p.row.type_.is_empty());
+                assert!(!p.row.source.is_empty());
+            }
+            Err(r) => assert!(!r.reason.is_empty(), "a rejection says why"),
+        }
+    }
+});

@@ -1,0 +1,72 @@
+//! `hvaudit replay`: the state of a task's tree (or a session) at an
+//! instant, its timeline and the findings that touch it.
+
+use crate::audit::AuditConfig;
+use crate::cli::ReplayArgs;
+use crate::output::write_atomic;
+use crate::replay::{ReplayError, ReplayFormat, ReplayRequest, Scope, render, replay};
+use std::io::Write;
+
+pub fn run(args: ReplayArgs, quiet: bool) -> anyhow::Result<u8> {
+    let format: ReplayFormat = args.format.parse().map_err(anyhow::Error::msg)?;
+    let scope = match (&args.task, &args.session) {
+        (Some(t), None) => Scope::Task(t.clone()),
+        (None, Some(s)) => Scope::Session(s.clone()),
+        _ => anyhow::bail!("name what to replay: --task ID or --session ID"),
+    };
+    let cfg = AuditConfig {
+        inputs: args.input.paths.clone(),
+        spec: args.spec.into(),
+        token_format: args.input.token_format.into(),
+        decision_types: args.decision_types.clone(),
+        memory_limit: args.input.memory_limit.map(|m| m as usize),
+        spill_dir: args.input.spill_dir.clone(),
+        progress: !quiet,
+        ..Default::default()
+    };
+    let ingested = super::load(&args.input, quiet)?;
+    let request = ReplayRequest { scope, at: args.at };
+    let replay = match replay(&cfg, &ingested, &request) {
+        Ok(r) => r,
+        Err(e @ ReplayError::Unknown { .. }) => {
+            let paths: Vec<String> = args
+                .input
+                .paths
+                .iter()
+                .map(|p| shell_word(&p.to_string_lossy()))
+                .collect();
+            let (table, column) = match request.scope {
+                Scope::Task(_) => ("tasks", "task_id"),
+                Scope::Session(_) => ("tasks", "DISTINCT session_id"),
+            };
+            eprintln!(
+                "hvaudit: {e}; list them with: hvaudit sql {} -e \"SELECT {column} FROM {table}\"",
+                paths.join(" ")
+            );
+            return Ok(2);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    match &args.output {
+        Some(path) => write_atomic(path, |w| render(&replay, format, w))?,
+        None => {
+            let stdout = std::io::stdout();
+            let mut out = stdout.lock();
+            render(&replay, format, &mut out)?;
+            out.flush()?;
+        }
+    }
+    Ok(0)
+}
+
+/// Quotes a path for the suggested command when it needs it.
+fn shell_word(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:@,=".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}

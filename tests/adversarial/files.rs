@@ -1,0 +1,317 @@
+//! Damaged files and directories: compressed streams cut or corrupted,
+//! Parquet of the wrong shape or forged, entries that cannot be read.
+
+use super::*;
+
+#[test]
+fn truncated_and_corrupt_gzip_and_zstd_keep_the_rest_and_say_where() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gz, zst) = compressed(&numbered("c", 5000));
+    let flip = |bytes: &[u8]| {
+        let mut b = bytes.to_vec();
+        let mid = b.len() / 2;
+        for x in &mut b[mid..mid + 64] {
+            *x ^= 0xa5;
+        }
+        b
+    };
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("cut.gz", gz[..gz.len() / 2].to_vec()),
+        ("cut.zst", zst[..zst.len() / 2].to_vec()),
+        ("flipped.gz", flip(&gz)),
+        ("flipped.zst", flip(&zst)),
+        ("magic-only.gz", vec![0x1f, 0x8b]),
+        ("magic-only.zst", vec![0x28, 0xb5, 0x2f, 0xfd]),
+    ];
+    let (good_gz, _) = compressed(&numbered("ok", 100));
+    let good = write(dir.path(), "good.gz", &good_gz);
+    for (name, bytes) in cases {
+        let f = write(dir.path(), name, &bytes);
+        let ing = read_with(&[f.clone(), good.clone()], &IngestOptions::default());
+        let broken = &ing.inputs[0];
+        // Told where: an input error with the line reached, or the garbage
+        // the decoder let through as located bad lines.
+        let err = broken.error.as_deref().unwrap_or_default();
+        assert!(
+            err.contains("stream") || broken.bad_lines > 0,
+            "{name}: nothing said about the damage: {broken:?}"
+        );
+        if name.starts_with("cut") || name.starts_with("flipped") {
+            assert!(
+                broken.events > 100,
+                "{name}: lines before the damage kept: {broken:?}"
+            );
+        }
+        let fine = &ing.inputs[1];
+        assert_eq!((fine.events, fine.error.as_deref()), (100, None), "{name}");
+        let (_, _, stderr) = run_ok(&[os("audit"), f.as_os_str(), good.as_os_str()], &[0, 1]);
+        assert!(stderr.contains(name), "{name}: {stderr}");
+    }
+}
+
+fn parquet_file(
+    path: &Path,
+    batch: &datafusion::arrow::record_batch::RecordBatch,
+    meta: Option<Vec<(&str, String)>>,
+) {
+    use datafusion::parquet::file::metadata::KeyValue;
+    use datafusion::parquet::file::properties::WriterProperties;
+    let props = meta.map(|kv| {
+        WriterProperties::builder()
+            .set_key_value_metadata(Some(
+                kv.into_iter()
+                    .map(|(k, v)| KeyValue::new(k.into(), v))
+                    .collect(),
+            ))
+            .build()
+    });
+    let file = std::fs::File::create(path).unwrap();
+    let mut w =
+        datafusion::parquet::arrow::ArrowWriter::try_new(file, batch.schema(), props).unwrap();
+    w.write(batch).unwrap();
+    w.close().unwrap();
+}
+
+/// A map with integer keys: valid Arrow and Parquet, but no JSON object.
+fn int_keyed_map() -> datafusion::arrow::array::MapArray {
+    use datafusion::arrow::array::{Int32Builder, MapBuilder, StringBuilder};
+    let mut b = MapBuilder::new(None, Int32Builder::new(), StringBuilder::new());
+    b.keys().append_value(1);
+    b.values().append_value("x");
+    b.append(true).unwrap();
+    b.finish()
+}
+
+#[test]
+fn parquet_with_wrong_column_types_is_rejected_row_by_row() {
+    use datafusion::arrow::array::{ArrayRef, Float64Array, Int64Array, StringArray};
+    use datafusion::arrow::record_batch::RecordBatch;
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let s = |v: &[&str]| Arc::new(StringArray::from(v.to_vec())) as ArrayRef;
+    let wrong = RecordBatch::try_from_iter(vec![
+        ("spec_version", s(&["0.2", "0.2"])),
+        ("id", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
+        ("type", s(&["task.progress", "task.progress"])),
+        ("source", s(&["a", "a"])),
+        (
+            "created_at",
+            s(&["2026-07-14T10:00:00Z", "2026-07-14T10:00:00Z"]),
+        ),
+        ("payload", s(&["{}", "{}"])),
+    ])
+    .unwrap();
+    let wrong_ts = RecordBatch::try_from_iter(vec![
+        ("spec_version", s(&["0.2", "0.2"])),
+        ("id", s(&["w1", "w2"])),
+        ("type", s(&["task.progress", "task.progress"])),
+        ("source", s(&["a", "a"])),
+        (
+            "created_at",
+            Arc::new(Float64Array::from(vec![1.7e9, f64::NAN])) as ArrayRef,
+        ),
+        ("payload", s(&["{}", "not json"])),
+    ])
+    .unwrap();
+    // A column type that has no JSON form: the rows cannot be checked.
+    let no_json = RecordBatch::try_from_iter(vec![
+        ("id", s(&["n1"])),
+        ("odd", Arc::new(int_keyed_map()) as ArrayRef),
+    ])
+    .unwrap();
+    let p1 = dir.path().join("wrong.parquet");
+    let p2 = dir.path().join("wrong_ts.parquet");
+    let p3 = dir.path().join("no_json.parquet");
+    parquet_file(&p1, &wrong, None);
+    parquet_file(&p2, &wrong_ts, None);
+    parquet_file(&p3, &no_json, None);
+    let junk = write(
+        dir.path(),
+        "junk.parquet",
+        b"PAR1 this is not parquet at all PAR1",
+    );
+    let good = write(dir.path(), "good.ndjson", &numbered("ok", 3));
+    let ing = read_with(
+        &[
+            p1.clone(),
+            p2.clone(),
+            junk.clone(),
+            p3.clone(),
+            good.clone(),
+        ],
+        &IngestOptions::default(),
+    );
+    let bad = query(
+        &ing,
+        "SELECT src_file, src_line, reason FROM bad_lines ORDER BY seq",
+    );
+    let at = |file: &Path, line: i64| {
+        bad.iter()
+            .find(|r| r["src_file"] == file.display().to_string() && r["src_line"] == line)
+            .map(|r| r["reason"].as_str().unwrap().to_string())
+            .unwrap_or_else(|| panic!("no bad row {}:{line} in {bad:?}", file.display()))
+    };
+    assert!(at(&p1, 1).contains("field id must be a string, found a number"));
+    assert!(at(&p1, 2).contains("field id must be a string"));
+    assert!(at(&p2, 1).contains("field created_at must be a string, found a number"));
+    assert!(!at(&p2, 2).is_empty());
+    assert_eq!(ing.inputs[0].bad_lines + ing.inputs[1].bad_lines, 4);
+    let e = ing.inputs[2].error.as_deref().unwrap_or_default();
+    assert!(e.contains("not a readable Parquet file"), "{e}");
+    let e = ing.inputs[3].error.as_deref().unwrap_or_default();
+    assert!(
+        e.contains("rows 1..1 cannot be read as JSON"),
+        "{:?}",
+        ing.inputs[3]
+    );
+    assert_eq!(ing.inputs[4].events, 3, "the good file next to them");
+    run_ok(
+        &[
+            os("audit"),
+            p1.as_os_str(),
+            p2.as_os_str(),
+            junk.as_os_str(),
+            p3.as_os_str(),
+            good.as_os_str(),
+        ],
+        &[0, 1],
+    );
+}
+
+/// Regression: a Parquet file that claims to be hvaudit's own layout is
+/// trusted for its counts; a negative `redeliveries` overflowed the
+/// accounting (a panic in debug builds, nonsense totals in release).
+#[test]
+fn a_forged_hvaudit_parquet_cannot_break_the_accounting() {
+    use datafusion::arrow::array::{ArrayRef, Int64Array};
+    use datafusion::arrow::record_batch::RecordBatch;
+    use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real.parquet");
+    hvaudit()
+        .args(["convert", "-q", "-o"])
+        .arg(&real)
+        .arg(upstream("harmovela-0.2/fixtures/task-lifecycle.ndjson"))
+        .assert()
+        .success();
+    let reader =
+        ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&real).unwrap()).unwrap();
+    let meta: Vec<(String, String)> = reader
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .unwrap()
+        .iter()
+        .filter(|kv| kv.key != "ARROW:schema")
+        .map(|kv| (kv.key.clone(), kv.value.clone().unwrap_or_default()))
+        .collect();
+    let batch: RecordBatch = reader.build().unwrap().next().unwrap().unwrap();
+    for (col, value) in [
+        ("redeliveries", -5),
+        ("seq", -1),
+        ("redeliveries", i64::MAX),
+    ] {
+        let at = batch.schema().index_of(col).unwrap();
+        let mut cols = batch.columns().to_vec();
+        let mut values = vec![0i64; batch.num_rows()];
+        if col == "seq" {
+            values = (0..batch.num_rows() as i64).collect();
+        }
+        values[0] = value;
+        cols[at] = Arc::new(Int64Array::from(values)) as ArrayRef;
+        let forged = RecordBatch::try_new(batch.schema(), cols).unwrap();
+        let path = dir.path().join("forged.parquet");
+        parquet_file(
+            &path,
+            &forged,
+            Some(meta.iter().map(|(k, v)| (k.as_str(), v.clone())).collect()),
+        );
+        let good = write(dir.path(), "good.ndjson", &numbered("ok", 3));
+        let ing = read_with(&[path.clone(), good.clone()], &IngestOptions::default());
+        let e = ing.inputs[0].error.as_deref().unwrap_or_default();
+        assert!(
+            e.contains(&format!("column {col}")) || e.contains("redeliveries sums"),
+            "{col}={value}: {e}"
+        );
+        assert_eq!(ing.inputs[1].events, 3);
+        run_ok(&[os("audit"), path.as_os_str(), good.as_os_str()], &[0, 1]);
+    }
+}
+
+#[test]
+fn unreadable_entries_loops_and_empty_directories_are_skipped_and_named() {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    write(&logs, "a.ndjson", &numbered("ok", 3));
+    symlink(
+        dir.path().join("nowhere.ndjson"),
+        logs.join("dangling.ndjson"),
+    )
+    .unwrap();
+    symlink(&logs, logs.join("loop")).unwrap();
+    symlink(logs.join("self.ndjson"), logs.join("self.ndjson")).unwrap();
+    let locked = write(&logs, "locked.ndjson", &numbered("locked", 2));
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+
+    let ing = read_with(std::slice::from_ref(&logs), &IngestOptions::default());
+    let skipped = |name: &str| {
+        ing.skipped
+            .iter()
+            .find(|s| s.path.ends_with(name))
+            .map(|s| s.reason.clone())
+            .unwrap_or_else(|| {
+                panic!(
+                    "{name} not reported: {:?}",
+                    ing.skipped
+                        .iter()
+                        .map(|s| (&s.path, &s.reason))
+                        .collect::<Vec<_>>()
+                )
+            })
+    };
+    assert!(skipped("dangling.ndjson").contains("No such file"));
+    assert!(skipped("loop").contains("symbolic link loop"));
+    assert!(skipped("self.ndjson").contains("symbolic links"));
+    let readable_anyway = std::fs::File::open(&locked).is_ok();
+    if readable_anyway {
+        // root reads through mode 000: nothing to skip, and the lines count.
+        println!(
+            "note: running as root, a chmod 000 file is still readable; that case is not checked"
+        );
+        assert_eq!(ing.total().events, 5);
+    } else {
+        assert!(skipped("locked.ndjson").contains("ermission denied"));
+        assert_eq!(ing.total().events, 3);
+    }
+    let (_, _, stderr) = run_ok(&[os("audit"), logs.as_os_str()], &[0, 1]);
+    assert!(
+        stderr.contains("skipped") && stderr.contains("dangling.ndjson"),
+        "{stderr}"
+    );
+
+    // An empty directory is no error, and is said to be empty.
+    let none = read_with(std::slice::from_ref(&empty), &IngestOptions::default());
+    assert_eq!(none.total().lines, 0);
+    assert!(none.skipped[0].reason.contains("no log files"));
+    let (_, stdout, stderr) = run_ok(&[os("audit"), empty.as_os_str()], &[0]);
+    assert!(stderr.contains("no log files"), "{stderr}");
+    assert!(stdout.contains("none"), "{stdout}");
+
+    // Paths named on the command line that cannot be used: exit 2, and why.
+    for (name, why) in [
+        ("dangling.ndjson", "symbolic link"),
+        ("self.ndjson", "symbolic link"),
+        ("missing.ndjson", "no such file"),
+    ] {
+        let (_, _, stderr) = run_ok(&[os("audit"), logs.join(name).as_os_str()], &[2]);
+        assert!(
+            stderr.contains(why) && stderr.contains(name),
+            "{name}: {stderr}"
+        );
+    }
+}

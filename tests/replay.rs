@@ -1,0 +1,372 @@
+//! `replay` answers "what was the state of everything under task X at T"
+//! on the bundled incident sample, and on small hand-written logs for the
+//! edge cases (unknown ids, hostile strings, cycles, sessions).
+
+use chrono::{DateTime, Utc};
+use hvaudit::audit::AuditConfig;
+use hvaudit::ingest::{IngestOptions, Ingested, ingest};
+use hvaudit::replay::{
+    EventKind, Replay, ReplayError, ReplayFormat, ReplayRequest, Role, Scope, render, replay,
+};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+fn sample_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/incident")
+}
+
+/// The sample ingested once for every test here.
+fn sample() -> &'static (AuditConfig, Ingested) {
+    static SAMPLE: OnceLock<(AuditConfig, Ingested)> = OnceLock::new();
+    SAMPLE.get_or_init(|| {
+        let cfg = AuditConfig {
+            inputs: vec![sample_dir()],
+            ..Default::default()
+        };
+        let ingested = ingest(&cfg.inputs, &IngestOptions::default()).expect("sample ingests");
+        (cfg, ingested)
+    })
+}
+
+fn at(s: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+}
+
+fn replay_task(task: &str, instant: Option<&str>) -> Replay {
+    let (cfg, ingested) = sample();
+    let request = ReplayRequest {
+        scope: Scope::Task(task.into()),
+        at: instant.map(at),
+    };
+    replay(cfg, ingested, &request).expect("replay builds")
+}
+
+fn state<'a>(r: &'a Replay, task: &str) -> &'a str {
+    &r.tasks
+        .iter()
+        .find(|t| t.task_id == task)
+        .unwrap_or_else(|| panic!("{task} not in the tree"))
+        .state
+}
+
+fn render_to(r: &Replay, format: ReplayFormat) -> String {
+    let mut out = Vec::new();
+    render(r, format, &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// In the sample, parent task_223151fd620b0074 is cancelled at 08:00:08.331
+/// while its child task_8578ad6138a119f4 keeps running and completes at
+/// 08:00:09.139: the case of parent.terminated_early and
+/// orphan.cancel_not_cascaded.
+const PARENT: &str = "task_223151fd620b0074";
+const CHILD: &str = "task_8578ad6138a119f4";
+
+#[test]
+fn state_under_a_cancelled_parent_between_two_events() {
+    // Between the parent's cancellation and the child's completion.
+    let r = replay_task(PARENT, Some("2026-07-14T08:00:08.500Z"));
+    let tree: Vec<(&str, usize, Role)> = r
+        .tasks
+        .iter()
+        .map(|t| (t.task_id.as_str(), t.depth, t.role))
+        .collect();
+    assert_eq!(
+        tree,
+        vec![(PARENT, 0, Role::Focus), (CHILD, 1, Role::Descendant)]
+    );
+    assert_eq!(state(&r, PARENT), "cancelled");
+    assert_eq!(state(&r, CHILD), "progress", "the child was still at work");
+    let child = &r.tasks[1];
+    let by = child.state_event.as_ref().unwrap();
+    assert_eq!((by.event_type.as_str(), by.line), ("task.progress", 49));
+    assert!(by.file.ends_with("harmovela-0.2.ndjson"));
+    assert!(!r.instant_is_end);
+    assert_eq!(r.instant, Some(at("2026-07-14T08:00:08.500Z")));
+
+    // The timeline: every event of both tasks by time, the child's
+    // completion after the instant.
+    let types: Vec<&str> = r.timeline.iter().map(|e| e.event_type.as_str()).collect();
+    assert_eq!(types.first(), Some(&"task.submitted"));
+    assert_eq!(types.len(), 10);
+    let after: Vec<&str> = r
+        .timeline
+        .iter()
+        .filter(|e| e.after_instant)
+        .map(|e| e.event_type.as_str())
+        .collect();
+    assert_eq!(after, vec!["task.completed"]);
+    assert!(
+        r.timeline
+            .windows(2)
+            .all(|w| (w[0].at, w[0].seq) <= (w[1].at, w[1].seq))
+    );
+
+    // The findings touching the tree are marked on the events they cite.
+    let rules: Vec<&str> = r.findings.iter().map(|f| f.rule.as_str()).collect();
+    assert!(rules.contains(&"parent.terminated_early"), "{rules:?}");
+    assert!(rules.contains(&"orphan.cancel_not_cascaded"), "{rules:?}");
+    let cancelled = r
+        .timeline
+        .iter()
+        .find(|e| e.event_type == "task.cancelled" && e.task_id.as_deref() == Some(PARENT))
+        .unwrap();
+    let marked: Vec<&str> = cancelled
+        .findings
+        .iter()
+        .map(|i| r.findings[*i].rule.as_str())
+        .collect();
+    assert!(marked.contains(&"parent.terminated_early"), "{marked:?}");
+    assert!(
+        !r.tasks[0].findings.is_empty(),
+        "the parent row names its findings"
+    );
+}
+
+#[test]
+fn states_move_with_the_instant() {
+    let early = replay_task(PARENT, Some("2026-07-14T08:00:04.400Z"));
+    assert_eq!(state(&early, PARENT), "started");
+    assert_eq!(state(&early, CHILD), "not yet seen");
+    assert!(early.tasks[1].state_event.is_none());
+    // After the cancel request, before the cancellation.
+    let requested = replay_task(PARENT, Some("2026-07-14T08:00:07.700Z"));
+    assert_eq!(state(&requested, PARENT), "started");
+    assert!(requested.tasks[0].cancel_requested);
+    let end = replay_task(PARENT, None);
+    assert!(end.instant_is_end);
+    assert_eq!(state(&end, PARENT), "cancelled");
+    assert_eq!(state(&end, CHILD), "completed");
+    assert!(
+        !end.tasks[0].cancel_requested,
+        "terminal: the request is moot"
+    );
+    assert!(end.timeline.iter().all(|e| !e.after_instant));
+    // Before the log: nothing is seen yet.
+    let before = replay_task(PARENT, Some("2026-07-14T07:00:00Z"));
+    assert!(before.tasks.iter().all(|t| t.state == "not yet seen"));
+}
+
+#[test]
+fn a_deep_tree_from_the_middle_has_ancestors_and_descendants() {
+    // A task of the sample whose parent is a root and which has children
+    // and grandchildren of its own.
+    let r = replay_task("task_967c73cbff1685f7", Some("2026-07-14T08:01:30.000Z"));
+    let roles: Vec<(&str, Role, usize)> = r
+        .tasks
+        .iter()
+        .map(|t| (t.task_id.as_str(), t.role, t.depth))
+        .collect();
+    assert_eq!(roles[0], ("task_96bfbb307a96c35a", Role::Ancestor, 0));
+    assert_eq!(roles[1], ("task_967c73cbff1685f7", Role::Focus, 1));
+    assert!(
+        roles[2..]
+            .iter()
+            .all(|(_, role, d)| *role == Role::Descendant && *d >= 2)
+    );
+    assert!(
+        roles.iter().any(|(_, _, d)| *d == 3),
+        "grandchildren too: {roles:?}"
+    );
+    // Each task appears once and after its parent.
+    for (i, t) in r.tasks.iter().enumerate().skip(1) {
+        let parent = t.parent_task_id.as_deref().unwrap();
+        let p = r.tasks.iter().position(|x| x.task_id == parent).unwrap();
+        assert!(p < i);
+    }
+    assert_eq!(state(&r, "task_96bfbb307a96c35a"), "completed");
+    assert_eq!(state(&r, "task_967c73cbff1685f7"), "output");
+    // Only delegation events so far: delegated.
+    assert_eq!(state(&r, "task_737b519b0edb181e"), "delegated");
+    assert_eq!(state(&r, "task_e504e483d5e0e319"), "not yet seen");
+    // Tokens: who delegated to whom, abbreviated.
+    let token = r
+        .tokens
+        .iter()
+        .find(|t| t.task_id.as_deref() == Some("task_11747d4b29d2782b"))
+        .expect("the handoff to task_11747d4b29d2782b");
+    assert_eq!(token.delegated_by.as_deref(), Some("agent:reviewer"));
+    assert_eq!(token.delegated_to.as_deref(), Some("agent:worker-3"));
+    assert!(token.token.contains('…') && token.token.chars().count() == 13);
+    assert_eq!(token.presented, 1);
+    // No full token anywhere in the output.
+    let json = render_to(&r, ReplayFormat::Json);
+    assert!(!json.contains("eyJpc3MiOiJhZ2VudDpyZXZpZXdlciIs"));
+    // Decisions carry their basis, resolved to file:line.
+    let decision = r
+        .timeline
+        .iter()
+        .find(|e| e.kind == EventKind::Decision)
+        .expect("a decision in the tree");
+    let basis = &decision.basis[0];
+    assert_eq!(basis.via, "causation_id");
+    assert!(basis.event.as_ref().is_some_and(|e| e.line > 0));
+}
+
+#[test]
+fn a_session_replays_every_task_in_it() {
+    let (cfg, ingested) = sample();
+    let request = ReplayRequest {
+        scope: Scope::Session("sess_ac2ef6e0d071963c".into()),
+        at: None,
+    };
+    let r = replay(cfg, ingested, &request).unwrap();
+    let tasks: Vec<&str> = r.tasks.iter().map(|t| t.task_id.as_str()).collect();
+    assert_eq!(tasks, vec![PARENT, CHILD]);
+    assert!(r.tasks.iter().all(|t| t.role == Role::Member));
+    // The session's own events are in the timeline too.
+    assert!(r.timeline.iter().any(|e| e.event_type == "session.opened"));
+    assert!(
+        r.timeline
+            .iter()
+            .all(|e| e.task_id.is_none() || tasks.contains(&e.task_id.as_deref().unwrap()))
+    );
+}
+
+#[test]
+fn unknown_ids_are_errors() {
+    let (cfg, ingested) = sample();
+    for scope in [
+        Scope::Task("task_nope".into()),
+        Scope::Session("sess_nope".into()),
+    ] {
+        let request = ReplayRequest { scope, at: None };
+        let err = replay(cfg, ingested, &request).unwrap_err();
+        assert!(matches!(err, ReplayError::Unknown { .. }), "{err}");
+    }
+}
+
+#[test]
+fn text_and_html_show_tree_states_and_marks() {
+    let r = replay_task(PARENT, Some("2026-07-14T08:00:08.500Z"));
+    let text = render_to(&r, ReplayFormat::Text);
+    assert!(text.contains("└─ task_8578ad6138a119f4"), "{text}");
+    assert!(text.contains("---- 2026-07-14T08:00:08.500Z the instant"));
+    assert!(text.contains("<< F"), "findings marked inline:\n{text}");
+    assert!(text.contains("harmovela-0.2.ndjson:53"));
+    // The instant marker sits right before the child's completion.
+    let marker = text.find("---- 2026-07-14T08:00:08.500Z").unwrap();
+    let completed = text.find("task.completed").unwrap();
+    assert!(marker < completed);
+    let v: Value = serde_json::from_str(&render_to(&r, ReplayFormat::Json)).unwrap();
+    assert_eq!(v["scope"], json!({"task": PARENT}));
+    assert_eq!(v["instant"], "2026-07-14T08:00:08.500Z");
+    assert_eq!(v["tasks"][1]["state"], "progress");
+    let html = render_to(&r, ReplayFormat::Html);
+    assert!(html.starts_with("<!DOCTYPE html>") && html.contains("class=\"instant\""));
+    assert!(html.contains("data-task=\"task_8578ad6138a119f4\" data-state=\"progress\""));
+    assert!(!html.contains("<script"), "the replay page needs no script");
+}
+
+/// A log line of the 0.2 dialect.
+fn line(id: &str, ty: &str, task: &str, parent: Option<&str>, t: &str) -> String {
+    let mut v = json!({
+        "spec_version": "0.2", "id": id, "type": ty, "source": "agent:a",
+        "session_id": "sess_1", "task_id": task, "created_at": t, "payload": {}
+    });
+    if let Some(p) = parent {
+        v["parent_task_id"] = json!(p);
+    }
+    v.to_string()
+}
+
+fn replay_lines(lines: &[String], scope: Scope) -> Result<Replay, ReplayError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.ndjson");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let cfg = AuditConfig {
+        inputs: vec![path],
+        ..Default::default()
+    };
+    let ingested = ingest(&cfg.inputs, &IngestOptions::default()).unwrap();
+    replay(&cfg, &ingested, &ReplayRequest { scope, at: None })
+}
+
+#[test]
+fn hostile_ids_are_bound_not_spliced_and_escaped() {
+    let evil = "t'); DROP TABLE events; --<script>alert(1)</script>\u{1b}[2J";
+    let lines = vec![
+        line("e1", "task.submitted", evil, None, "2026-01-01T00:00:00Z"),
+        line("e2", "task.started", evil, None, "2026-01-01T00:00:01Z"),
+        line(
+            "e3",
+            "task.submitted",
+            "child",
+            Some(evil),
+            "2026-01-01T00:00:02Z",
+        ),
+    ];
+    let r = replay_lines(&lines, Scope::Task(evil.into())).unwrap();
+    assert_eq!(r.tasks.len(), 2);
+    assert_eq!(r.tasks[0].state, "started");
+    assert_eq!(r.tasks[1].task_id, "child");
+    let text = render_to(&r, ReplayFormat::Text);
+    assert!(!text.contains('\u{1b}') && text.contains("\\x1b[2J"));
+    let html = render_to(&r, ReplayFormat::Html);
+    assert!(!html.contains("<script") && html.contains("&lt;script&gt;"));
+}
+
+#[test]
+fn a_parent_cycle_ends() {
+    let lines = vec![
+        line(
+            "e1",
+            "task.submitted",
+            "a",
+            Some("b"),
+            "2026-01-01T00:00:00Z",
+        ),
+        line(
+            "e2",
+            "task.submitted",
+            "b",
+            Some("a"),
+            "2026-01-01T00:00:01Z",
+        ),
+    ];
+    let r = replay_lines(&lines, Scope::Task("a".into())).unwrap();
+    let mut ids: Vec<&str> = r.tasks.iter().map(|t| t.task_id.as_str()).collect();
+    ids.sort();
+    assert_eq!(ids, vec!["a", "b"], "each task once");
+}
+
+#[test]
+fn cli_exit_codes_and_the_hint() {
+    let out = assert_cmd::Command::cargo_bin("hvaudit")
+        .unwrap()
+        .args(["replay", "-q"])
+        .arg(sample_dir())
+        .args(["--task", "task_nope"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("task_nope") && err.contains("SELECT task_id FROM tasks"),
+        "{err}"
+    );
+
+    let out = assert_cmd::Command::cargo_bin("hvaudit")
+        .unwrap()
+        .args(["replay", "-q"])
+        .arg(sample_dir())
+        .args([
+            "--task",
+            PARENT,
+            "--at",
+            "2026-07-14T08:00:08.500Z",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["tasks"][0]["state"], "cancelled");
+}
