@@ -5,13 +5,14 @@
 use crate::audit::{SpecMode, TokenFormat};
 use crate::ingest::Ingested;
 use crate::ingest::schema::{BAD_LINES, EVENTS, EVIDENCE};
-use datafusion::arrow::array::{Int64Array, StringArray};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::ScalarValue;
 use datafusion::datasource::MemTable;
 use datafusion::error::Result;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder};
+use datafusion::prelude::{DataFrame, SessionConfig, SessionContext, col, lit};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -86,31 +87,31 @@ fn register(
     Ok(())
 }
 
-/// Register the one-row `settings` table and `decision_types`.
+/// Register the one-row `settings` view and `decision_types`. They are views
+/// over VALUES, not in-memory tables, so the same plans run on a cluster.
 pub fn register_settings(ctx: &SessionContext, s: &RuleSettings) -> Result<()> {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("spec_override", DataType::Utf8, true),
-        Field::new("horizon_ms", DataType::Int64, true),
-        Field::new("token_format", DataType::Utf8, false),
-    ]));
     let spec = match s.spec {
         SpecMode::Auto => None,
-        SpecMode::V01 => Some("0.1"),
-        SpecMode::V02 => Some("0.2"),
+        SpecMode::V01 => Some("0.1".to_string()),
+        SpecMode::V02 => Some("0.2".to_string()),
     };
     let token = match s.token_format {
         TokenFormat::Opaque => "opaque",
         TokenFormat::Structured => "structured",
     };
-    let settings = RecordBatch::try_new(
-        schema.clone(),
-        vec![
-            Arc::new(StringArray::from(vec![spec])),
-            Arc::new(Int64Array::from(vec![s.horizon_ms])),
-            Arc::new(StringArray::from(vec![token])),
-        ],
-    )?;
-    register(ctx, "settings", schema, &[settings], 1)?;
+    let row = vec![
+        lit(ScalarValue::Utf8(spec)),
+        lit(ScalarValue::Int64(s.horizon_ms)),
+        lit(token),
+    ];
+    let settings = LogicalPlanBuilder::values(vec![row])?
+        .project(vec![
+            col("column1").alias("spec_override"),
+            col("column2").alias("horizon_ms"),
+            col("column3").alias("token_format"),
+        ])?
+        .build()?;
+    register_view(ctx, "settings", settings)?;
 
     let types: Vec<String> = match &s.decision_types {
         Some(t) => t.clone(),
@@ -119,7 +120,22 @@ pub fn register_settings(ctx: &SessionContext, s: &RuleSettings) -> Result<()> {
             .map(|t| t.to_string())
             .collect(),
     };
-    let schema = Arc::new(Schema::new(vec![Field::new("type", DataType::Utf8, false)]));
-    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(types))])?;
-    register(ctx, "decision_types", schema, &[batch], 1)
+    // VALUES needs a row: an empty list is one null row filtered out.
+    let rows: Vec<Vec<Expr>> = if types.is_empty() {
+        vec![vec![lit(ScalarValue::Utf8(None))]]
+    } else {
+        types.into_iter().map(|t| vec![lit(t)]).collect()
+    };
+    let decision_types = LogicalPlanBuilder::values(rows)?
+        .filter(col("column1").is_not_null())?
+        .project(vec![col("column1").alias("type")])?
+        .build()?;
+    register_view(ctx, "decision_types", decision_types)
+}
+
+fn register_view(ctx: &SessionContext, name: &str, plan: LogicalPlan) -> Result<()> {
+    let view = DataFrame::new(ctx.state(), plan).into_view();
+    ctx.deregister_table(name)?;
+    ctx.register_table(name, view)?;
+    Ok(())
 }
