@@ -160,6 +160,23 @@ impl InputSummary {
     pub fn identity_holds(&self) -> bool {
         self.lines == self.events + self.redeliveries + self.bad_lines
     }
+
+    /// The sum of several inputs' figures, named "total".
+    pub fn total(inputs: &[InputSummary]) -> InputSummary {
+        let mut t = InputSummary {
+            path: "total".into(),
+            ..Default::default()
+        };
+        for i in inputs {
+            t.bytes += i.bytes;
+            t.lines += i.lines;
+            t.events += i.events;
+            t.redeliveries += i.redeliveries;
+            t.bad_lines += i.bad_lines;
+            t.blank_lines += i.blank_lines;
+        }
+        t
+    }
 }
 
 /// The time span covered by the audited events.
@@ -208,19 +225,7 @@ pub struct TimeBucket {
 
 impl Report {
     pub fn totals(&self) -> InputSummary {
-        let mut t = InputSummary {
-            path: "total".into(),
-            ..Default::default()
-        };
-        for i in &self.inputs {
-            t.bytes += i.bytes;
-            t.lines += i.lines;
-            t.events += i.events;
-            t.redeliveries += i.redeliveries;
-            t.bad_lines += i.bad_lines;
-            t.blank_lines += i.blank_lines;
-        }
-        t
+        InputSummary::total(&self.inputs)
     }
 
     /// Count of findings per severity, most severe first (all five listed).

@@ -63,19 +63,7 @@ pub struct Ingested {
 
 impl Ingested {
     pub fn total(&self) -> InputSummary {
-        let mut t = InputSummary {
-            path: "total".into(),
-            ..Default::default()
-        };
-        for i in &self.inputs {
-            t.bytes += i.bytes;
-            t.lines += i.lines;
-            t.events += i.events;
-            t.redeliveries += i.redeliveries;
-            t.bad_lines += i.bad_lines;
-            t.blank_lines += i.blank_lines;
-        }
-        t
+        InputSummary::total(&self.inputs)
     }
 }
 
