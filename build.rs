@@ -4,14 +4,19 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("queries");
+    // Read at run time, not `env!`: a cached build script must not point at
+    // the checkout it was first compiled in.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let root = Path::new(&manifest).join("queries");
     let mut code = String::new();
     for dir in ["views", "rules"] {
         let path = root.join(dir);
         println!("cargo:rerun-if-changed={}", path.display());
         let mut files: Vec<_> = std::fs::read_dir(&path)
-            .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
-            .unwrap_or_default();
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .collect();
         files.retain(|p| p.extension().is_some_and(|x| x == "sql"));
         files.sort();
         writeln!(

@@ -18,11 +18,11 @@
 SELECT
     w.task_id,
     concat('interruption.saved ', w.saved_id, ' (checkpoint ', w.saved_checkpoint_id, ') for task ', w.task_id,
-           ' at ', to_char(w.saved_at, '%Y-%m-%dT%H:%M:%S%.3fZ'), ' came ',
+           ' at ', to_char(arrow_cast(w.saved_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ' came ',
            (w.saved_us - w.created_us) / 1000, ' ms after interruption.requested ', w.id, ' at ',
-           to_char(w.created_at, '%Y-%m-%dT%H:%M:%S%.3fZ'), '; expected it within the grace period of ',
+           to_char(arrow_cast(w.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), '; expected it within the grace period of ',
            w.grace_period_ms, ' ms (by ',
-           to_char(to_timestamp_micros(w.created_us + w.grace_period_ms * 1000), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           to_char(arrow_cast(to_timestamp_micros(w.created_us + w.grace_period_ms * 1000), 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
            ')') AS message,
     make_array(w.saved_seq, w.seq) AS seqs
 FROM save_requests w

@@ -81,10 +81,10 @@ kept_working AS (
 SELECT
     w.task_id,
     concat('task ', w.task_id, ' emitted ', k.work_type, ' ', k.work_id, ' at ',
-           to_char(k.work_at, '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           to_char(arrow_cast(k.work_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
            CASE WHEN k.n_work > 1 THEN concat(' (and ', k.n_work - 1, ' more progress/output events)') ELSE '' END,
            ' after ', w.type, ' ', w.id, ' (', w.policy, ') at ',
-           to_char(w.created_at, '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           to_char(arrow_cast(w.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
            '; expected it to stop until interruption.resumed or its terminal event') AS message,
     make_array(k.work_seq, w.seq) AS seqs
 FROM windows w

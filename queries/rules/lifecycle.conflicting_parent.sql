@@ -38,7 +38,7 @@ first_naming AS (
 per_task AS (
     SELECT task_id, count(*) AS n_parents,
            string_agg(concat(parent, ' (', id, ' at ',
-                             to_char(to_timestamp_micros(created_us), '%Y-%m-%dT%H:%M:%S%.3fZ'), ')'),
+                             to_char(arrow_cast(to_timestamp_micros(created_us), 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ')'),
                       ', ' ORDER BY created_us, seq, parent) AS parents,
            array_agg(seq ORDER BY created_us, seq, parent) AS naming_seqs
     FROM first_naming

@@ -28,14 +28,14 @@ WITH cancelled_parent_active_child AS (
 )
 SELECT
     k.child_id AS task_id,
-    concat('child task ', k.child_id, ' (active since ', to_char(k.c_active_at, '%Y-%m-%dT%H:%M:%S%.3fZ'),
+    concat('child task ', k.child_id, ' (active since ', to_char(arrow_cast(k.c_active_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
            ') was not cancelled with its parent ', k.parent_id, ', cancelled at ',
-           to_char(k.p_term_at, '%Y-%m-%dT%H:%M:%S%.3fZ'), ': ',
+           to_char(arrow_cast(k.p_term_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ': ',
            CASE WHEN k.c_term_seq IS NULL
                 THEN concat('it never reached a terminal state (log ends at ',
-                            to_char(l.end_at, '%Y-%m-%dT%H:%M:%S%.3fZ'), ')')
+                            to_char(arrow_cast(l.end_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ')')
                 ELSE concat('it ended with ', k.c_term_type, ' at ',
-                            to_char(k.c_term_at, '%Y-%m-%dT%H:%M:%S%.3fZ'))
+                            to_char(arrow_cast(k.c_term_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'))
            END,
            '; expected task.cancelled for the child after the parent''s cancellation') AS message,
     CASE WHEN k.c_term_seq IS NULL THEN make_array(k.p_term_seq, k.c_active_seq)

@@ -29,7 +29,7 @@ SELECT
     concat(CASE WHEN n.task_id IS NULL THEN 'an event without task_id'
                 ELSE concat('task ', n.task_id) END,
            ' names parent task ', n.parent_task_id, ' (', n.link_type, ' ', n.link_id, ' at ',
-           to_char(n.link_at, '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           to_char(arrow_cast(n.link_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
            ') but no event in the input has task_id ', n.parent_task_id,
            '; expected the parent''s events in the audited logs') AS message,
     make_array(n.link_seq) AS seqs

@@ -39,11 +39,11 @@ inversions AS (
     WHERE i.prev_us > i.r_us
 )
 SELECT e.task_id,
-       concat(e.type, ' ', e.id, ' at ', to_char(e.created_at, '%Y-%m-%dT%H:%M:%S%.3fZ'),
+       concat(e.type, ' ', e.id, ' at ', to_char(arrow_cast(e.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
               ' has an evidence_chain out of time order: entry ', CAST(i.pos + 1 AS VARCHAR), ' ', i.ref_id,
-              ' (created ', to_char(i.r_at, '%Y-%m-%dT%H:%M:%S%.3fZ'), ') follows entry ',
+              ' (created ', to_char(arrow_cast(i.r_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ') follows entry ',
               CAST(i.prev_pos + 1 AS VARCHAR), ' ', i.prev_ref,
-              ' (created ', to_char(i.prev_at, '%Y-%m-%dT%H:%M:%S%.3fZ'),
+              ' (created ', to_char(arrow_cast(i.prev_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
               '); expected origin first, oldest to newest') AS message,
        make_array(e.seq, i.prev_seq, i.r_seq) AS seqs
 FROM inversions i

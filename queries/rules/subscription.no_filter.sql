@@ -15,7 +15,7 @@
 --   Example: payload {} fires; payload {"types":["task.*"]} is silent.
 SELECT e.task_id,
        concat('subscription.requested ', e.id, ' from ', e.source, ' at ',
-              to_char(e.created_at, '%Y-%m-%dT%H:%M:%S%.3fZ'),
+              to_char(arrow_cast(e.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
               ' has no filter (payload ',
               CASE WHEN character_length(e.payload) > 200
                    THEN concat(left(e.payload, 200), '...') ELSE e.payload END,

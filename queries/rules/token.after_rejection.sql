@@ -37,9 +37,9 @@ rejected_before AS (
 SELECT
     u.pair_task_id AS task_id,
     concat('handoff token ', u.token_label, ' used on ', u.type, ' ', u.id, ' at ',
-           to_char(u.created_at, '%Y-%m-%dT%H:%M:%S%.3fZ'), ' for the delegation of task ', u.pair_task_id,
+           to_char(arrow_cast(u.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ' for the delegation of task ', u.pair_task_id,
            ' to ', u.pair_to, ', which ', u.pair_to, ' had rejected (', j.j_id, ' at ',
-           to_char(j.j_at, '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           to_char(arrow_cast(j.j_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
            '); expected no token for a rejected delegation') AS message,
     make_array(u.seq, j.j_seq) AS seqs
 FROM uses u

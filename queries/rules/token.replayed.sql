@@ -39,9 +39,9 @@ SELECT
     r.task_id,
     concat('handoff token ', r.token_label,
            CASE WHEN r.token_jti IS NOT NULL THEN concat(' (jti ', r.token_jti, ')') ELSE '' END,
-           ' issued again by ', r.id, ' at ', to_char(r.created_at, '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           ' issued again by ', r.id, ' at ', to_char(arrow_cast(r.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
            ' for task ', coalesce(r.task_id, '(none)'), ' to ', coalesce(r.delegated_to, '(none)'),
-           ': already issued by ', r.first_id, ' at ', to_char(r.first_at, '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           ': already issued by ', r.first_id, ' at ', to_char(arrow_cast(r.first_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
            ' for task ', coalesce(r.first_task_id, '(none)'),
            CASE WHEN r.token <> r.first_token
                 THEN concat(' as token ', r.first_token_label) ELSE '' END,

@@ -20,7 +20,12 @@ pub fn parse_instant_us(text: &str) -> Result<i64, String> {
 }
 
 fn has_offset(text: &str) -> bool {
-    let tail = &text[text.len().saturating_sub(6)..];
+    // The last six characters (not bytes: the text may be any UTF-8).
+    let tail = text
+        .char_indices()
+        .rev()
+        .nth(5)
+        .map_or(text, |(at, _)| &text[at..]);
     text.ends_with(['Z', 'z']) || tail.contains(['+', '-'])
 }
 
@@ -82,6 +87,14 @@ mod tests {
         let e = parse_instant_us("2026-07-14T12:30:10").unwrap_err();
         assert!(e.contains("no UTC offset"), "{e}");
         assert!(parse_instant_us("yesterday").is_err());
+    }
+
+    #[test]
+    fn non_ascii_text_is_an_error_not_a_panic() {
+        // Found by fuzzing: the offset check sliced inside a character.
+        for t in ["2026-07-14T10:00ü00000", "~201ask_8:0\u{5a0}\u{21a}276?d"] {
+            assert!(parse_instant_us(t).is_err(), "{t}");
+        }
     }
 
     #[test]

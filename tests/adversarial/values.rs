@@ -271,18 +271,23 @@ fn timestamps_at_the_edges_of_time_are_events_or_located_rejections() {
     );
 }
 
-/// Rules format instants with DataFusion's to_char, which casts to
-/// nanoseconds (years 1677..2262): one event dated 0001 or 9999 made every
-/// rule that names it fail, and the run exit 2. Needs a formatting function
-/// for microsecond timestamps in the engine (src/engine.rs) or the rules.
+/// Rules format instants into messages; DataFusion's plain to_char casts to
+/// nanoseconds (years 1677..2262), so events dated 0001 or 9999 made every
+/// rule that names them fail and the run exit 2. The rules now format via
+/// Date64 (queries/README.md); these events must make findings that name
+/// their instants.
 #[test]
-#[ignore = "to_char in rule SQL fails outside 1677..2262; engine or rules fix pending"]
 fn timestamps_outside_the_nanosecond_range_do_not_break_rules() {
     let dir = tempfile::tempdir().unwrap();
-    let log: Vec<String> = [("a", "0001-01-01T00:00:00Z"), ("b", "9999-12-31T23:59:59Z")]
-        .iter()
-        .map(|(id, t)| ev(id, "task.progress", t, json!({"task_id": id})))
-        .collect();
+    // A completion with no submission (an illegal first state) in year 1,
+    // and an unknown type in year 9999: both rules must name the instant.
+    let log: Vec<String> = [
+        ("a", "task.completed", "0001-01-01T00:00:00Z"),
+        ("b", "bogus.type", "9999-12-31T23:59:59Z"),
+    ]
+    .iter()
+    .map(|(id, ty, t)| ev(id, ty, t, json!({"task_id": id})))
+    .collect();
     let f = write(
         dir.path(),
         "edges.ndjson",
@@ -294,5 +299,82 @@ fn timestamps_outside_the_nanosecond_range_do_not_break_rules() {
     })
     .unwrap();
     assert!(report.rule_errors.is_empty(), "{:?}", report.rule_errors);
-    run_ok(&[os("audit"), os("-q"), f.as_os_str()], &[0, 1]);
+    let said = |rule: &str, instant: &str| {
+        report
+            .findings
+            .iter()
+            .any(|x| x.rule == rule && x.message.contains(instant))
+    };
+    assert!(said("envelope.unknown_type", "9999-12-31T23:59:59.000Z"));
+    assert!(said(
+        "lifecycle.illegal_transition",
+        "0001-01-01T00:00:00.000Z"
+    ));
+    run_ok(
+        &[
+            os("audit"),
+            os("-q"),
+            os("--fail-on"),
+            os("low"),
+            f.as_os_str(),
+        ],
+        &[1],
+    );
+}
+
+/// Regression (found by the parse_chunk and token_decode fuzz targets): a
+/// timestamp with a multi-byte character among its last six bytes made the
+/// "no UTC offset" hint slice inside that character, a panic that took the
+/// whole run down (exit 101).
+#[test]
+fn a_non_ascii_timestamp_is_a_bad_line_not_a_panic() {
+    use base64::Engine;
+    let odd = "2026-07-14T10:00ü00000";
+    let token = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(json!({"iss": "a", "iat": odd}).to_string());
+    let lines = vec![
+        ev("t1", "task.progress", odd, json!({})).into_bytes(),
+        ev(
+            "t2",
+            "delegation.handoff.completed",
+            "2026-07-14T10:00:00Z",
+            json!({"handoff_token": token, "valid_until": odd}),
+        )
+        .into_bytes(),
+        ev(
+            "t3",
+            "delegation.handoff.completed",
+            "2026-07-14T10:00:00Z",
+            json!({"handoff_token": token}),
+        )
+        .into_bytes(),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "odd.ndjson", &sandwich(&lines));
+    let opts = IngestOptions {
+        token_format: TokenFormat::Structured,
+        ..Default::default()
+    };
+    let ing = read_with(std::slice::from_ref(&f), &opts);
+    neighbours_kept(&ing, 3);
+    assert_bad(
+        &ing,
+        2,
+        "field created_at \"2026-07-14T10:00ü00000\": not an RFC 3339 instant",
+    );
+    assert_bad(&ing, 4, "field valid_until");
+    let e = event(&ing, "t3", "token_error");
+    assert!(
+        e["token_error"].as_str().unwrap().contains("claim iat"),
+        "{e}"
+    );
+    run_ok(
+        &[
+            os("audit"),
+            os("--token-format"),
+            os("structured"),
+            f.as_os_str(),
+        ],
+        &[0, 1],
+    );
 }
