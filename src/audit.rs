@@ -134,8 +134,49 @@ pub async fn audit_ingested(
 ) -> Result<Report, AuditError> {
     let ctx = engine::session(&cfg.engine_options())?;
     engine::register_tables(&ctx, ingested)?;
-    engine::register_settings(&ctx, &cfg.rule_settings())?;
-    let mut rule_errors = rules::register_views(&ctx, catalog).await;
+    let mut inputs = ingested.inputs.clone();
+    inputs.extend(ingested.skipped.iter().map(skipped_input));
+    audit_session(cfg, catalog, &ctx, inputs, true).await
+}
+
+/// Run the rules on a Ballista cluster (`df://HOST:PORT`) over Parquet
+/// written by `convert`; the report is assembled here.
+#[cfg(feature = "cluster")]
+pub async fn audit_cluster(
+    cfg: &AuditConfig,
+    catalog: &Catalog,
+    url: &str,
+) -> Result<Report, AuditError> {
+    let usage = |e: anyhow::Error| AuditError::Usage(format!("{e:#}"));
+    crate::cluster::scheduler_address(url).map_err(AuditError::Usage)?;
+    let files = crate::cluster::scan_inputs(&cfg.inputs).map_err(usage)?;
+    let ctx = crate::cluster::connect(url).await.map_err(usage)?;
+    crate::cluster::register_tables(&ctx, &files).await?;
+    let mut inputs = files.inputs.clone();
+    inputs.extend(files.skipped.iter().map(skipped_input));
+    audit_session(cfg, catalog, &ctx, inputs, false).await
+}
+
+fn skipped_input(s: &crate::ingest::inputs::Skipped) -> InputSummary {
+    InputSummary {
+        path: s.path.clone(),
+        format: "skipped".into(),
+        error: Some(s.reason.clone()),
+        ..Default::default()
+    }
+}
+
+/// The rules, the span and the histogram over a session whose `events`,
+/// `evidence` and `bad_lines` are registered.
+async fn audit_session(
+    cfg: &AuditConfig,
+    catalog: &Catalog,
+    ctx: &SessionContext,
+    inputs: Vec<InputSummary>,
+    materialize: bool,
+) -> Result<Report, AuditError> {
+    engine::register_settings(ctx, &cfg.rule_settings())?;
+    let mut rule_errors = rules::register_views(&ctx, catalog, materialize).await;
     let bar = crate::progress::rules_bar(cfg.progress, catalog.rules.len());
     let run = rules::run(&ctx, catalog, &bar).await;
     rule_errors.extend(run.errors);
@@ -153,15 +194,6 @@ pub async fn audit_ingested(
         .unwrap_or(0);
     let span = span(&ctx).await?;
     let timeline_buckets = buckets(&ctx, &span, &findings).await?;
-    let mut inputs = ingested.inputs.clone();
-    for s in &ingested.skipped {
-        inputs.push(InputSummary {
-            path: s.path.clone(),
-            format: "skipped".into(),
-            error: Some(s.reason.clone()),
-            ..Default::default()
-        });
-    }
     Ok(Report {
         tool: "hvaudit".into(),
         version: env!("CARGO_PKG_VERSION").into(),

@@ -40,6 +40,52 @@ pub enum Command {
     Synth(SynthArgs),
     /// Replay a task's tree (or a session): states at an instant, timeline, findings.
     Replay(ReplayArgs),
+    /// Run a Ballista scheduler (for `--cluster df://HOST:PORT`).
+    #[cfg(feature = "cluster")]
+    Scheduler(SchedulerArgs),
+    /// Run a Ballista executor that joins a scheduler.
+    #[cfg(feature = "cluster")]
+    Executor(ExecutorArgs),
+}
+
+#[cfg(feature = "cluster")]
+#[derive(Args, Debug)]
+pub struct SchedulerArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:50050")]
+    pub bind: std::net::SocketAddr,
+    /// Host name executors and clients use to reach this scheduler.
+    #[arg(long)]
+    pub external_host: Option<String>,
+}
+
+#[cfg(feature = "cluster")]
+#[derive(Args, Debug)]
+pub struct ExecutorArgs {
+    /// The scheduler to join (HOST:PORT or df://HOST:PORT).
+    #[arg(long, default_value = "127.0.0.1:50050")]
+    pub scheduler: String,
+    /// Host to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind_host: String,
+    /// Host name the scheduler and other executors use to reach this one.
+    #[arg(long)]
+    pub external_host: Option<String>,
+    /// Port of the data (Arrow Flight) service.
+    #[arg(long, default_value_t = 50051)]
+    pub port: u16,
+    /// Port of the task (gRPC) service.
+    #[arg(long, default_value_t = 50052)]
+    pub grpc_port: u16,
+    /// Directory for shuffle files (default: a fresh temp directory).
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// Tasks run at once (default: every core).
+    #[arg(long, default_value_t = 0)]
+    pub vcores: usize,
+    /// Memory pool for query operators (e.g. 4G); beyond it they spill.
+    #[arg(long, value_parser = parse_size)]
+    pub memory_limit: Option<u64>,
 }
 
 /// Options shared by every command that reads logs.
@@ -99,7 +145,7 @@ pub struct AuditArgs {
     /// Event types that count as decisions (comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub decision_types: Option<Vec<String>>,
-    /// Run on a Ballista cluster (df://HOST:PORT).
+    /// Run on a Ballista cluster (df://HOST:PORT) over Parquet from `convert`.
     #[arg(long, value_name = "URL")]
     pub cluster: Option<String>,
 }
@@ -122,6 +168,9 @@ pub struct SqlArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = SqlFormat::Table)]
     pub format: SqlFormat,
+    /// Run on a Ballista cluster (df://HOST:PORT) over Parquet from `convert`.
+    #[arg(long, value_name = "URL")]
+    pub cluster: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -159,6 +208,10 @@ pub struct ConvertArgs {
     /// Output: a directory (files partitioned by day) or a FILE.parquet.
     #[arg(short, long, value_name = "DIR_OR_FILE")]
     pub output: PathBuf,
+    /// This shard's number (0..2047) when several convert runs fill one
+    /// directory for a cluster: each run needs its own, so seqs stay unique.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..2048))]
+    pub shard: u16,
 }
 
 #[derive(Subcommand, Debug)]

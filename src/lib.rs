@@ -3,9 +3,12 @@
 //! The data path: `ingest` reads NDJSON or Parquet into normalized Arrow
 //! tables, `engine` registers them with DataFusion, `rules` runs the SQL rule
 //! files and turns their rows into `Finding`s, `report` renders them.
+//! `cluster` runs the same SQL on a Ballista cluster (feature `cluster`).
 
 pub mod audit;
 pub mod cli;
+#[cfg(feature = "cluster")]
+pub mod cluster;
 pub mod commands;
 pub mod engine;
 pub mod finding;

@@ -22,6 +22,10 @@ fn main() -> ExitCode {
         Command::Rules { action } => commands::rules::run(action),
         Command::Synth(a) => commands::synth::run(a, quiet),
         Command::Replay(a) => commands::replay::run(a, quiet),
+        #[cfg(feature = "cluster")]
+        Command::Scheduler(a) => commands::cluster::scheduler(a),
+        #[cfg(feature = "cluster")]
+        Command::Executor(a) => commands::cluster::executor(a),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

@@ -94,3 +94,25 @@ fn foreign_parquet_with_envelope_columns_is_normalized_like_ndjson() {
     let bad = query(&ing, "SELECT src_line, reason FROM bad_lines");
     assert_eq!(bad[0]["src_line"], 2);
 }
+
+/// Redeliveries that convert collapsed are counted again when the Parquet
+/// is read back: the accounting is the same as the NDJSON's.
+#[test]
+fn parquet_round_trip_keeps_the_accounting_of_redeliveries() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/incident");
+    let out = dir.path().join("pq");
+    Command::cargo_bin("hvaudit")
+        .unwrap()
+        .args(["convert", "-q", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .assert()
+        .success();
+    let before = read(std::slice::from_ref(&src)).total();
+    let after = read(std::slice::from_ref(&out)).total();
+    assert!(before.redeliveries > 0, "the sample has redeliveries");
+    let figures = |t: &hvaudit::InputSummary| (t.lines, t.events, t.redeliveries, t.bad_lines);
+    assert_eq!(figures(&before), figures(&after));
+    assert!(after.identity_holds());
+}

@@ -3,6 +3,8 @@
 mod adversarial;
 mod browser;
 mod cli;
+#[cfg(feature = "cluster")]
+mod cluster;
 mod common;
 mod fixtures_outcome;
 mod ingest;

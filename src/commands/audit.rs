@@ -4,17 +4,12 @@ use crate::audit::{AuditConfig, audit_ingested, block_on};
 use crate::cli::AuditArgs;
 use crate::output::write_atomic;
 use crate::report::{self, Format};
+use crate::rules::catalog::Catalog;
 use std::io::Write;
 
 pub fn run(args: AuditArgs, quiet: bool) -> anyhow::Result<u8> {
     // An interrupt removes the report's temp file (see signals.rs).
     crate::signals::install();
-    if let Some(url) = &args.cluster {
-        anyhow::bail!(
-            "--cluster {url}: this build has no cluster support yet; run without --cluster, \
-             or convert the logs to Parquet and query them locally"
-        );
-    }
     let format: Format = args.format.parse().map_err(anyhow::Error::msg)?;
     let cfg = AuditConfig {
         inputs: args.input.paths.clone(),
@@ -31,8 +26,13 @@ pub fn run(args: AuditArgs, quiet: bool) -> anyhow::Result<u8> {
         progress: !quiet,
     };
     let catalog = cfg.catalog()?;
-    let ingested = super::load(&args.input, quiet)?;
-    let report = block_on(audit_ingested(&cfg, &catalog, &ingested))?;
+    let report = match &args.cluster {
+        Some(url) => on_cluster(&cfg, &catalog, url, quiet)?,
+        None => {
+            let ingested = super::load(&args.input, quiet)?;
+            block_on(audit_ingested(&cfg, &catalog, &ingested))?
+        }
+    };
     for (rule, error) in &report.rule_errors {
         eprintln!("hvaudit: rule {rule} failed: {error}");
     }
@@ -51,4 +51,31 @@ pub fn run(args: AuditArgs, quiet: bool) -> anyhow::Result<u8> {
     }
     let failing = report.findings.iter().any(|f| f.severity >= args.fail_on);
     Ok(u8::from(failing))
+}
+
+#[cfg(feature = "cluster")]
+fn on_cluster(
+    cfg: &AuditConfig,
+    catalog: &Catalog,
+    url: &str,
+    quiet: bool,
+) -> anyhow::Result<crate::Report> {
+    let report = block_on(crate::audit::audit_cluster(cfg, catalog, url))?;
+    if !quiet {
+        let total = crate::InputSummary::total(&report.inputs);
+        eprintln!(
+            "hvaudit: on {url}: {} Parquet file(s), {} events, {} bad lines",
+            report.inputs.len(),
+            total.events,
+            total.bad_lines
+        );
+    }
+    Ok(report)
+}
+
+#[cfg(not(feature = "cluster"))]
+fn on_cluster(_: &AuditConfig, _: &Catalog, url: &str, _: bool) -> anyhow::Result<crate::Report> {
+    anyhow::bail!(
+        "--cluster {url}: this build has no cluster support; rebuild with the `cluster` feature"
+    )
 }

@@ -1,13 +1,14 @@
 //! `hvaudit convert`: normalized events to Parquet (zstd). A directory
 //! output gets `events/day=YYYY-MM-DD/events-RUN.parquet` (one file per day
-//! of created_at) and `bad_lines/bad_lines-RUN.parquet`, RUN unique per
-//! run so shards converted on many machines can share one directory. Every
-//! file is written under a temporary name and renamed only when all of them
-//! are complete.
+//! of created_at), `evidence/evidence-RUN.parquet` and
+//! `bad_lines/bad_lines-RUN.parquet`, RUN unique per run so shards converted
+//! on many machines can share one directory (each with its own `--shard`, so
+//! their seqs differ too). Every file is written under a temporary name and
+//! renamed only when all of them are complete.
 
 use crate::cli::ConvertArgs;
 use crate::ingest::parquet::{RUN_KEY, TABLE_KEY};
-use crate::ingest::schema::{BAD_LINES, EVENTS, LAYOUT_KEY, LAYOUT_VERSION, events_col};
+use crate::ingest::schema::{BAD_LINES, EVENTS, EVIDENCE, LAYOUT_KEY, LAYOUT_VERSION, events_col};
 use crate::ingest::time::day_of_us;
 use datafusion::arrow::array::{Int64Array, RecordBatch, UInt32Array};
 use datafusion::arrow::compute::take_record_batch;
@@ -21,7 +22,10 @@ use std::path::{Path, PathBuf};
 
 pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
     crate::signals::install();
-    let ingested = super::load(&args.input, quiet)?;
+    let mut ingested = super::load(&args.input, quiet)?;
+    if args.shard > 0 {
+        shift_seqs(&mut ingested, args.shard)?;
+    }
     let run_id = run_id();
     let out = &args.output;
     let single = out.extension().is_some_and(|x| x == "parquet");
@@ -33,11 +37,18 @@ pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
             EVENTS.clone(),
             ingested.events.clone(),
         ));
-        if !ingested.bad_lines.is_empty() {
-            let stem = out.file_stem().unwrap_or_default().to_string_lossy();
-            let bad = out.with_file_name(format!("{stem}.bad_lines.parquet"));
+        let stem = out.file_stem().unwrap_or_default().to_string_lossy();
+        if !ingested.evidence.is_empty() {
             plan.push((
-                bad,
+                out.with_file_name(format!("{stem}.evidence.parquet")),
+                "evidence",
+                EVIDENCE.clone(),
+                ingested.evidence.clone(),
+            ));
+        }
+        if !ingested.bad_lines.is_empty() {
+            plan.push((
+                out.with_file_name(format!("{stem}.bad_lines.parquet")),
                 "bad_lines",
                 BAD_LINES.clone(),
                 ingested.bad_lines.clone(),
@@ -57,6 +68,15 @@ pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
                 "events",
                 EVENTS.clone(),
                 batches,
+            ));
+        }
+        if !ingested.evidence.is_empty() {
+            plan.push((
+                out.join("evidence")
+                    .join(format!("evidence-{run_id}.parquet")),
+                "evidence",
+                EVIDENCE.clone(),
+                ingested.evidence.clone(),
             ));
         }
         if !ingested.bad_lines.is_empty() {
@@ -80,6 +100,40 @@ pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
         );
     }
     Ok(0)
+}
+
+/// Bits of a seq below the shard number: file index (12 bits) and line.
+const SHARD_SHIFT: u32 = 52;
+
+/// Put the shard number in the top bits of every seq (events, their
+/// evidence rows, bad lines), so shards converted apart never share one.
+fn shift_seqs(ing: &mut crate::ingest::Ingested, shard: u16) -> anyhow::Result<()> {
+    use datafusion::arrow::array::Array;
+    let offset = i64::from(shard) << SHARD_SHIFT;
+    let shift = |batches: &mut Vec<RecordBatch>, col: &str| -> anyhow::Result<()> {
+        for b in batches.iter_mut() {
+            let at = b.schema().index_of(col)?;
+            let old = b
+                .column(at)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .expect("seq is Int64");
+            if old.values().iter().any(|v| *v >> SHARD_SHIFT != 0) {
+                anyhow::bail!(
+                    "--shard needs fewer than 4096 input files per run; convert the shard in parts, \
+                     each with its own --shard"
+                );
+            }
+            let new: Int64Array = old.values().iter().map(|v| v | offset).collect();
+            let mut cols = b.columns().to_vec();
+            cols[at] = std::sync::Arc::new(new);
+            *b = RecordBatch::try_new(b.schema(), cols)?;
+        }
+        Ok(())
+    };
+    shift(&mut ing.events, "seq")?;
+    shift(&mut ing.evidence, "event_seq")?;
+    shift(&mut ing.bad_lines, "seq")
 }
 
 /// A name part unique across machines and runs: host, process and time.

@@ -1,6 +1,8 @@
 //! One function per subcommand; each returns the process exit code.
 
 pub mod audit;
+#[cfg(feature = "cluster")]
+pub mod cluster;
 pub mod convert;
 pub mod replay;
 pub mod rules;

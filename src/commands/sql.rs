@@ -17,13 +17,20 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
         ),
         (None, None) => None,
     };
-    let ingested = super::load(&args.input, quiet)?;
+    let cluster = args.cluster.clone();
     block_on(async {
-        let ctx = engine::session(&EngineOptions {
-            memory_limit: args.input.memory_limit.map(|m| m as usize),
-            spill_dir: args.input.spill_dir.clone(),
-        })?;
-        engine::register_tables(&ctx, &ingested)?;
+        let ctx = match &cluster {
+            Some(url) => cluster_session(url, &args.input.paths).await?,
+            None => {
+                let ingested = super::load(&args.input, quiet)?;
+                let ctx = engine::session(&EngineOptions {
+                    memory_limit: args.input.memory_limit.map(|m| m as usize),
+                    spill_dir: args.input.spill_dir.clone(),
+                })?;
+                engine::register_tables(&ctx, &ingested)?;
+                ctx
+            }
+        };
         engine::register_settings(
             &ctx,
             &RuleSettings {
@@ -33,7 +40,7 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
         )?;
         // The rules' shared views (tasks, ...) are handy for exploration too.
         if let Ok(catalog) = Catalog::embedded() {
-            rules::register_views(&ctx, &catalog).await;
+            rules::register_views(&ctx, &catalog, cluster.is_none()).await;
         }
         match script {
             Some(s) => {
@@ -45,6 +52,24 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
             None => interactive(&ctx, args.format).await,
         }
     })
+}
+
+#[cfg(feature = "cluster")]
+async fn cluster_session(
+    url: &str,
+    paths: &[std::path::PathBuf],
+) -> anyhow::Result<SessionContext> {
+    let files = crate::cluster::scan_inputs(paths)?;
+    let ctx = crate::cluster::connect(url).await?;
+    crate::cluster::register_tables(&ctx, &files).await?;
+    Ok(ctx)
+}
+
+#[cfg(not(feature = "cluster"))]
+async fn cluster_session(url: &str, _: &[std::path::PathBuf]) -> anyhow::Result<SessionContext> {
+    anyhow::bail!(
+        "--cluster {url}: this build has no cluster support; rebuild with the `cluster` feature"
+    )
 }
 
 /// Split a script on ';' outside quotes and comments.

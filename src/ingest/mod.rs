@@ -201,7 +201,7 @@ fn assemble(
         s.lines += chunk.lines;
         s.blank_lines += chunk.blank;
         s.events += events;
-        s.redeliveries += redeliveries;
+        s.redeliveries += redeliveries + chunk.collapsed;
         s.bad_lines += chunk.bad.len() as u64;
         let name = inputs[input_of(chunk.file_idx)].display.as_str();
         bad.extend(

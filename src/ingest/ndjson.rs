@@ -54,6 +54,9 @@ pub struct ParsedChunk {
     pub bad: Vec<BadLine>,
     pub lines: u64,
     pub blank: u64,
+    /// Redeliveries a `convert` run already collapsed into these rows
+    /// (their stored `redeliveries`); 0 for lines read here.
+    pub collapsed: u64,
 }
 
 /// Global input order: file index in the high bits, line (or row) below.
@@ -338,6 +341,7 @@ pub fn parse_chunk(
         bad,
         lines,
         blank,
+        collapsed: 0,
     }
 }
 

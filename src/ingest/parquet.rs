@@ -7,7 +7,7 @@ use super::IngestOptions;
 use super::inputs::{Format, Input};
 use super::ndjson::{self, BadLine, Chunk, ParsedChunk, seq_of};
 use super::normalize::NormalizeOptions;
-use super::schema::{BAD_LINES, EVENTS, LAYOUT_KEY, LAYOUT_VERSION};
+use super::schema::{BAD_LINES, EVENTS, EVIDENCE, LAYOUT_KEY, LAYOUT_VERSION};
 use datafusion::arrow::array::{Array, Int64Array, StringArray};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -42,6 +42,8 @@ pub fn input_of(inputs: &[Input], file_idx: u32) -> usize {
 enum Kind {
     Events,
     BadLines,
+    /// `convert`'s evidence files: derived from events, so rebuilt, not read.
+    Evidence,
     Foreign,
 }
 
@@ -83,8 +85,17 @@ fn open(input: &Input) -> Opened {
     let kind = match get(TABLE_KEY).as_deref() {
         Some("events") if ours && schema.fields() == EVENTS.fields() => Kind::Events,
         Some("bad_lines") if ours && schema.fields() == BAD_LINES.fields() => Kind::BadLines,
+        Some("evidence") if ours && schema.fields() == EVIDENCE.fields() => Kind::Evidence,
         _ => Kind::Foreign,
     };
+    if matches!(kind, Kind::Evidence) {
+        return Opened {
+            kind,
+            run: get(RUN_KEY),
+            batches: Vec::new(),
+            error: None,
+        };
+    }
     let mut batches = Vec::new();
     let mut error = None;
     match builder.with_batch_size(8192).build() {
@@ -170,6 +181,7 @@ pub fn read_all(inputs: &[Input], opts: &IngestOptions) -> ParquetRead {
                     out.next_file_idx = out.next_file_idx.max((max_seq >> 40) as u32 + 1);
                     converted_events(batch, file_idx, chunk_idx)
                 }
+                Kind::Evidence => continue,
                 Kind::BadLines => {
                     let batch = if keep_seq {
                         batch
@@ -279,8 +291,8 @@ fn converted_events(batch: RecordBatch, file_idx: u32, chunk_idx: u32) -> Parsed
             (id, xxhash_rust::xxh3::xxh3_64(&seqs.value(r).to_le_bytes()))
         })
         .collect();
-    let lines =
-        batch.num_rows() as u64 + redeliveries.values().iter().map(|n| *n as u64).sum::<u64>();
+    let collapsed = redeliveries.values().iter().map(|n| *n as u64).sum::<u64>();
+    let lines = batch.num_rows() as u64 + collapsed;
     ParsedChunk {
         file_idx,
         chunk_idx,
@@ -289,6 +301,7 @@ fn converted_events(batch: RecordBatch, file_idx: u32, chunk_idx: u32) -> Parsed
         bad: Vec::new(),
         lines,
         blank: 0,
+        collapsed,
     }
 }
 
@@ -335,6 +348,7 @@ fn converted_bad_lines(batch: &RecordBatch, file_idx: u32, chunk_idx: u32) -> Pa
         lines: bad.len() as u64,
         bad,
         blank: 0,
+        collapsed: 0,
     }
 }
 
@@ -369,4 +383,116 @@ fn rows_as_json_lines(
         out.push(b'\n');
     }
     Ok(out)
+}
+
+/// Which normalized table a `convert` output file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnTable {
+    Events,
+    BadLines,
+    Evidence,
+}
+
+/// A file written by `convert`, as a cluster run sees it without loading it:
+/// its table, its run, the range of its seqs and its share of the
+/// accounting (the same figures a local read of the file reports).
+#[derive(Debug, Clone)]
+pub struct OwnFile {
+    pub table: OwnTable,
+    pub run: Option<String>,
+    pub seqs: Option<(i64, i64)>,
+    pub summary: crate::InputSummary,
+}
+
+/// Describe one of `convert`'s files, reading only its footer and the
+/// `seq` and `redeliveries` columns. Anything else is an error that says so.
+pub fn describe_own(input: &Input) -> Result<OwnFile, String> {
+    use datafusion::parquet::arrow::ProjectionMask;
+    let file = File::open(&input.path).map_err(|e| format!("cannot open: {e}"))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| format!("not a readable Parquet file: {e}"))?;
+    let meta = builder
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .cloned()
+        .unwrap_or_default();
+    let get = |k: &str| {
+        meta.iter()
+            .find(|kv| kv.key == k)
+            .and_then(|kv| kv.value.clone())
+    };
+    let not_ours = || {
+        "not written by this version of `hvaudit convert`; a cluster reads only convert's \
+         output (run `hvaudit convert LOGS -o DIR` first)"
+            .to_string()
+    };
+    if get(LAYOUT_KEY).as_deref() != Some(LAYOUT_VERSION) {
+        return Err(not_ours());
+    }
+    let fields = builder.schema().fields().clone();
+    let (table, seq_col) = match get(TABLE_KEY).as_deref() {
+        Some("events") if fields == *EVENTS.fields() => (OwnTable::Events, "seq"),
+        Some("bad_lines") if fields == *BAD_LINES.fields() => (OwnTable::BadLines, "seq"),
+        Some("evidence") if fields == *EVIDENCE.fields() => (OwnTable::Evidence, "event_seq"),
+        _ => return Err(not_ours()),
+    };
+    let wanted: Vec<usize> = fields
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.name() == seq_col || f.name() == "redeliveries")
+        .map(|(i, _)| i)
+        .collect();
+    let mask = ProjectionMask::roots(builder.parquet_schema(), wanted);
+    let reader = builder
+        .with_projection(mask)
+        .with_batch_size(65536)
+        .build()
+        .map_err(|e| format!("not a readable Parquet file: {e}"))?;
+    let (mut rows, mut redeliveries) = (0u64, 0u64);
+    let mut seqs: Option<(i64, i64)> = None;
+    for b in reader {
+        let b = b.map_err(|e| format!("Parquet read stopped: {e}"))?;
+        rows += b.num_rows() as u64;
+        let col = |name: &str| {
+            b.column_by_name(name)
+                .and_then(|a| a.as_any().downcast_ref::<Int64Array>().cloned())
+        };
+        if let Some(r) = col("redeliveries") {
+            redeliveries += r
+                .values()
+                .iter()
+                .map(|v| v.max(&0).unsigned_abs())
+                .sum::<u64>();
+        }
+        if let Some(s) = col(seq_col) {
+            for v in s.values().iter().copied() {
+                seqs = Some(seqs.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))));
+            }
+        }
+    }
+    let mut summary = crate::InputSummary {
+        path: input.display.clone(),
+        format: input.format.name().into(),
+        bytes: input.bytes,
+        ..Default::default()
+    };
+    match table {
+        OwnTable::Events => {
+            summary.events = rows;
+            summary.redeliveries = redeliveries;
+            summary.lines = rows + redeliveries;
+        }
+        OwnTable::BadLines => {
+            summary.bad_lines = rows;
+            summary.lines = rows;
+        }
+        OwnTable::Evidence => {}
+    }
+    Ok(OwnFile {
+        table,
+        run: get(RUN_KEY),
+        seqs,
+        summary,
+    })
 }

@@ -31,13 +31,19 @@ pub struct RuleRun {
 }
 
 /// Register the catalog's views; a view that fails is reported, not fatal
-/// (the rules that use it fail and are reported by name too).
-pub async fn register_views(ctx: &SessionContext, catalog: &Catalog) -> Vec<(String, String)> {
+/// (the rules that use it fail and are reported by name too). With
+/// `materialize` off (on a cluster, where a client-side table cannot be
+/// shipped to executors) every view stays a plain view.
+pub async fn register_views(
+    ctx: &SessionContext,
+    catalog: &Catalog,
+    materialize: bool,
+) -> Vec<(String, String)> {
     let mut errors = Vec::new();
     for v in &catalog.views {
         let result = async {
             let df = ctx.sql(&v.sql).await?;
-            if v.materialize {
+            if v.materialize && materialize {
                 let schema = df.schema().inner().clone();
                 let batches = df.collect().await?;
                 ctx.register_table(&v.name, Arc::new(MemTable::try_new(schema, vec![batches])?))?;

@@ -1,0 +1,200 @@
+//! The audit on a Ballista cluster (one scheduler, two executors, in this
+//! process on 127.0.0.1) gives the same report as the local audit of the
+//! same Parquet, down to every finding, location and count.
+
+use assert_cmd::Command;
+use hvaudit::Report;
+use hvaudit::audit::{AuditConfig, audit_cluster, run_audit};
+use hvaudit::synth::{SynthOptions, generate};
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+/// One cluster for the whole module: a runtime whose worker threads keep
+/// serving while the tests (and the CLI processes they start) use it.
+static CLUSTER: LazyLock<(tokio::runtime::Runtime, String)> = LazyLock::new(|| {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let url = rt
+        .block_on(hvaudit::cluster::start_in_process(2, 2))
+        .expect("in-process cluster starts");
+    (rt, url)
+});
+
+fn synth(seed: u64, bytes: u64, redelivery_rate: f64) -> Vec<u8> {
+    let opts = SynthOptions {
+        seed,
+        target_bytes: bytes,
+        violations: true,
+        redelivery_rate,
+        ..Default::default()
+    };
+    let mut log = Vec::new();
+    generate(&opts, &mut log, &mut std::io::sink()).unwrap();
+    log
+}
+
+fn convert(inputs: &[&Path], out: &Path, shard: u16) {
+    Command::cargo_bin("hvaudit")
+        .unwrap()
+        .arg("convert")
+        .arg("-q")
+        .args(inputs)
+        .arg("-o")
+        .arg(out)
+        .arg("--shard")
+        .arg(shard.to_string())
+        .assert()
+        .success();
+}
+
+fn local(dir: &Path) -> Report {
+    run_audit(&AuditConfig {
+        inputs: vec![dir.to_path_buf()],
+        ..Default::default()
+    })
+    .expect("local audit runs")
+}
+
+fn on_cluster(dir: &Path) -> Result<Report, hvaudit::audit::AuditError> {
+    let cfg = AuditConfig {
+        inputs: vec![dir.to_path_buf()],
+        ..Default::default()
+    };
+    let catalog = cfg.catalog().unwrap();
+    let (rt, url) = &*CLUSTER;
+    rt.block_on(audit_cluster(&cfg, &catalog, url))
+}
+
+fn assert_same(local: &Report, cluster: &Report) {
+    assert!(local.rule_errors.is_empty(), "{:?}", local.rule_errors);
+    assert!(cluster.rule_errors.is_empty(), "{:?}", cluster.rule_errors);
+    assert!(local.findings.len() > 30, "{}", local.findings.len());
+    for (a, b) in local.findings.iter().zip(&cluster.findings) {
+        assert_eq!(
+            serde_json::to_value(a).unwrap(),
+            serde_json::to_value(b).unwrap()
+        );
+    }
+    assert_eq!(local.findings.len(), cluster.findings.len());
+    // The whole JSON report: inputs, accounting, span, histogram, counts.
+    let json = |r: &Report| {
+        let mut out = Vec::new();
+        hvaudit::report::render(r, hvaudit::report::Format::Json, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    assert_eq!(json(local), json(cluster));
+}
+
+#[test]
+fn findings_on_a_two_executor_cluster_equal_the_local_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.ndjson");
+    let mut bytes = synth(11, 150_000, 0.02);
+    // Rejected lines travel too (bad_lines table, payload.invalid, ...).
+    bytes.extend_from_slice(b"not json at all\n{\"id\": 5}\n");
+    std::fs::write(&log, bytes).unwrap();
+    let out = dir.path().join("parquet");
+    convert(&[&log], &out, 0);
+    assert!(out.join("evidence").is_dir(), "convert writes evidence");
+    let local = local(&out);
+    assert!(local.totals().bad_lines >= 2);
+    let cluster = on_cluster(&out).expect("cluster audit runs");
+    assert_same(&local, &cluster);
+}
+
+#[test]
+fn shards_converted_apart_audit_as_one_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = synth(12, 120_000, 0.0);
+    let lines: Vec<&[u8]> = bytes.split_inclusive(|b| *b == b'\n').collect();
+    let (a, b) = lines.split_at(lines.len() / 2);
+    let (fa, fb) = (dir.path().join("a.ndjson"), dir.path().join("b.ndjson"));
+    std::fs::write(&fa, a.concat()).unwrap();
+    std::fs::write(&fb, b.concat()).unwrap();
+    let out = dir.path().join("parquet");
+    convert(&[&fa], &out, 0);
+    convert(&[&fb], &out, 1);
+    let cluster = on_cluster(&out).expect("cluster audit runs");
+    assert_same(&local(&out), &cluster);
+}
+
+#[test]
+fn shards_without_their_own_number_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = synth(13, 50_000, 0.0);
+    let (fa, fb) = (dir.path().join("a.ndjson"), dir.path().join("b.ndjson"));
+    std::fs::write(&fa, &bytes).unwrap();
+    std::fs::write(&fb, &bytes).unwrap();
+    let out = dir.path().join("parquet");
+    convert(&[&fa], &out, 0);
+    convert(&[&fb], &out, 0);
+    let err = on_cluster(&out).expect_err("overlapping seqs are refused");
+    assert!(err.to_string().contains("--shard"), "{err}");
+}
+
+#[test]
+fn sql_runs_on_the_cluster_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.ndjson");
+    std::fs::write(&log, synth(14, 40_000, 0.0)).unwrap();
+    let out = dir.path().join("parquet");
+    convert(&[&log], &out, 0);
+    let query = "SELECT count(*) AS n, count(DISTINCT task_id) AS tasks FROM events";
+    let run = |extra: &[&str]| {
+        let output = Command::cargo_bin("hvaudit")
+            .unwrap()
+            .args(["sql", "-q", "--format", "csv", "-e", query])
+            .args(extra)
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let url = &CLUSTER.1;
+    let remote = run(&["--cluster", url]);
+    assert_eq!(remote, run(&[]));
+    assert!(remote.starts_with("n,tasks\n"), "{remote}");
+}
+
+#[test]
+fn cluster_usage_errors_exit_2_with_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.ndjson");
+    std::fs::write(&log, synth(15, 20_000, 0.0)).unwrap();
+    let run = |args: &[&std::ffi::OsStr]| {
+        let output = Command::cargo_bin("hvaudit")
+            .unwrap()
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{output:?}");
+        String::from_utf8(output.stderr).unwrap()
+    };
+    let os = std::ffi::OsStr::new;
+    // NDJSON must be converted first.
+    let url = &CLUSTER.1;
+    let err = run(&[os("audit"), os("--cluster"), os(url), log.as_os_str()]);
+    assert!(err.contains("hvaudit convert"), "{err}");
+    // A URL that is not df://HOST:PORT.
+    let err = run(&[
+        os("audit"),
+        os("--cluster"),
+        os("http://x"),
+        log.as_os_str(),
+    ]);
+    assert!(err.contains("df://HOST:PORT"), "{err}");
+    // Nobody listening.
+    let out: PathBuf = dir.path().join("parquet");
+    convert(&[&log], &out, 0);
+    let err = run(&[
+        os("audit"),
+        os("--cluster"),
+        os("df://127.0.0.1:1"),
+        out.as_os_str(),
+    ]);
+    assert!(err.contains("no Ballista scheduler"), "{err}");
+}
