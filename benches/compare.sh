@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/hvaudit-target}"
 python3 -c 'import duckdb' 2>/dev/null || python3 -m pip install -q duckdb
-cargo build --release --quiet
+# The benchmark needs no cluster support; leaving it out keeps the build small.
+cargo build --release --no-default-features --quiet
 BIN="$CARGO_TARGET_DIR/release/hvaudit"
 WORK="${BENCH_DIR:-$(mktemp -d)}"
 sizes=("$@")

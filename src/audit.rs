@@ -176,9 +176,9 @@ async fn audit_session(
     materialize: bool,
 ) -> Result<Report, AuditError> {
     engine::register_settings(ctx, &cfg.rule_settings())?;
-    let mut rule_errors = rules::register_views(&ctx, catalog, materialize).await;
+    let mut rule_errors = rules::register_views(ctx, catalog, materialize).await;
     let bar = crate::progress::rules_bar(cfg.progress, catalog.rules.len());
-    let run = rules::run(&ctx, catalog, &bar).await;
+    let run = rules::run(ctx, catalog, &bar).await;
     rule_errors.extend(run.errors);
     let findings: Vec<Finding> = run
         .findings
@@ -189,11 +189,11 @@ async fn audit_session(
             after && before
         })
         .collect();
-    let unresolved_basis = count(&ctx, "SELECT count(*) FROM unresolved_basis")
+    let unresolved_basis = count(ctx, "SELECT count(*) FROM unresolved_basis")
         .await
         .unwrap_or(0);
-    let span = span(&ctx).await?;
-    let timeline_buckets = buckets(&ctx, &span, &findings).await?;
+    let span = span(ctx).await?;
+    let timeline_buckets = buckets(ctx, &span, &findings).await?;
     Ok(Report {
         tool: "hvaudit".into(),
         version: env!("CARGO_PKG_VERSION").into(),
