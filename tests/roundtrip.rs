@@ -3,6 +3,16 @@
 use crate::ingest::{query, read, upstream};
 use assert_cmd::Command;
 
+fn convert(src: &std::path::Path, out: &std::path::Path) {
+    Command::cargo_bin("hvaudit")
+        .unwrap()
+        .args(["convert", "-q", "-o"])
+        .arg(out)
+        .arg(src)
+        .assert()
+        .success();
+}
+
 fn events_of(paths: &[std::path::PathBuf]) -> Vec<serde_json::Value> {
     let ing = read(paths);
     query(&ing, "SELECT * FROM events ORDER BY seq")
@@ -13,13 +23,7 @@ fn parquet_round_trip_yields_the_same_events_table() {
     let dir = tempfile::tempdir().unwrap();
     let src = upstream("harmovela-0.2/fixtures");
     for out in [dir.path().join("by-day"), dir.path().join("one.parquet")] {
-        Command::cargo_bin("hvaudit")
-            .unwrap()
-            .args(["convert", "-q", "-o"])
-            .arg(&out)
-            .arg(&src)
-            .assert()
-            .success();
+        convert(&src, &out);
         let before = events_of(std::slice::from_ref(&src));
         let after = events_of(std::slice::from_ref(&out));
         assert_eq!(before.len(), after.len(), "{}", out.display());
@@ -102,13 +106,7 @@ fn parquet_round_trip_keeps_the_accounting_of_redeliveries() {
     let dir = tempfile::tempdir().unwrap();
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/incident");
     let out = dir.path().join("pq");
-    Command::cargo_bin("hvaudit")
-        .unwrap()
-        .args(["convert", "-q", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .assert()
-        .success();
+    convert(&src, &out);
     let before = read(std::slice::from_ref(&src)).total();
     let after = read(std::slice::from_ref(&out)).total();
     assert!(before.redeliveries > 0, "the sample has redeliveries");

@@ -54,6 +54,33 @@ struct Opened {
     error: Option<String>,
 }
 
+/// Which of `convert`'s tables a Parquet file holds (None: not ours, by its
+/// layout key, table key and exact schema), and the convert run it came from.
+fn own_table(
+    builder: &ParquetRecordBatchReaderBuilder<File>,
+) -> (Option<OwnTable>, Option<String>) {
+    let meta = builder
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .cloned()
+        .unwrap_or_default();
+    let get = |k: &str| {
+        meta.iter()
+            .find(|kv| kv.key == k)
+            .and_then(|kv| kv.value.clone())
+    };
+    let fields = builder.schema().fields();
+    let table = match get(TABLE_KEY).as_deref() {
+        _ if get(LAYOUT_KEY).as_deref() != Some(LAYOUT_VERSION) => None,
+        Some("events") if fields == EVENTS.fields() => Some(OwnTable::Events),
+        Some("bad_lines") if fields == BAD_LINES.fields() => Some(OwnTable::BadLines),
+        Some("evidence") if fields == EVIDENCE.fields() => Some(OwnTable::Evidence),
+        _ => None,
+    };
+    (table, get(RUN_KEY))
+}
+
 fn open(input: &Input) -> Opened {
     let failed = |e: String| Opened {
         kind: Kind::Foreign,
@@ -69,29 +96,17 @@ fn open(input: &Input) -> Opened {
         Ok(b) => b,
         Err(e) => return failed(format!("not a readable Parquet file: {e}")),
     };
-    let meta = builder
-        .metadata()
-        .file_metadata()
-        .key_value_metadata()
-        .cloned()
-        .unwrap_or_default();
-    let get = |k: &str| {
-        meta.iter()
-            .find(|kv| kv.key == k)
-            .and_then(|kv| kv.value.clone())
-    };
-    let ours = get(LAYOUT_KEY).as_deref() == Some(LAYOUT_VERSION);
-    let schema = builder.schema().clone();
-    let kind = match get(TABLE_KEY).as_deref() {
-        Some("events") if ours && schema.fields() == EVENTS.fields() => Kind::Events,
-        Some("bad_lines") if ours && schema.fields() == BAD_LINES.fields() => Kind::BadLines,
-        Some("evidence") if ours && schema.fields() == EVIDENCE.fields() => Kind::Evidence,
-        _ => Kind::Foreign,
+    let (table, run) = own_table(&builder);
+    let kind = match table {
+        Some(OwnTable::Events) => Kind::Events,
+        Some(OwnTable::BadLines) => Kind::BadLines,
+        Some(OwnTable::Evidence) => Kind::Evidence,
+        None => Kind::Foreign,
     };
     if matches!(kind, Kind::Evidence) {
         return Opened {
             kind,
-            run: get(RUN_KEY),
+            run,
             batches: Vec::new(),
             error: None,
         };
@@ -128,7 +143,7 @@ fn open(input: &Input) -> Opened {
     }
     Opened {
         kind,
-        run: get(RUN_KEY),
+        run,
         batches,
         error,
     }
@@ -411,32 +426,18 @@ pub fn describe_own(input: &Input) -> Result<OwnFile, String> {
     let file = File::open(&input.path).map_err(|e| format!("cannot open: {e}"))?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file)
         .map_err(|e| format!("not a readable Parquet file: {e}"))?;
-    let meta = builder
-        .metadata()
-        .file_metadata()
-        .key_value_metadata()
-        .cloned()
-        .unwrap_or_default();
-    let get = |k: &str| {
-        meta.iter()
-            .find(|kv| kv.key == k)
-            .and_then(|kv| kv.value.clone())
+    let (Some(table), run) = own_table(&builder) else {
+        return Err(
+            "not written by this version of `hvaudit convert`; a cluster reads only \
+                    convert's output (run `hvaudit convert LOGS -o DIR` first)"
+                .to_string(),
+        );
     };
-    let not_ours = || {
-        "not written by this version of `hvaudit convert`; a cluster reads only convert's \
-         output (run `hvaudit convert LOGS -o DIR` first)"
-            .to_string()
+    let seq_col = match table {
+        OwnTable::Evidence => "event_seq",
+        OwnTable::Events | OwnTable::BadLines => "seq",
     };
-    if get(LAYOUT_KEY).as_deref() != Some(LAYOUT_VERSION) {
-        return Err(not_ours());
-    }
     let fields = builder.schema().fields().clone();
-    let (table, seq_col) = match get(TABLE_KEY).as_deref() {
-        Some("events") if fields == *EVENTS.fields() => (OwnTable::Events, "seq"),
-        Some("bad_lines") if fields == *BAD_LINES.fields() => (OwnTable::BadLines, "seq"),
-        Some("evidence") if fields == *EVIDENCE.fields() => (OwnTable::Evidence, "event_seq"),
-        _ => return Err(not_ours()),
-    };
     let wanted: Vec<usize> = fields
         .iter()
         .enumerate()
@@ -491,7 +492,7 @@ pub fn describe_own(input: &Input) -> Result<OwnFile, String> {
     }
     Ok(OwnFile {
         table,
-        run: get(RUN_KEY),
+        run,
         seqs,
         summary,
     })
