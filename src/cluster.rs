@@ -13,7 +13,7 @@ use crate::InputSummary;
 use crate::ingest::inputs::{self, Format, Skipped};
 use crate::ingest::parquet::{OwnTable, describe_own};
 use crate::ingest::schema::{BAD_LINES, EVENTS, EVIDENCE};
-use ballista::prelude::SessionContextExt;
+use ballista::prelude::{SessionConfigExt, SessionContextExt};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::DFSchema;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
@@ -59,9 +59,15 @@ pub async fn connect(url: &str) -> anyhow::Result<SessionContext> {
              or check --cluster"
         );
     }
+    // Ballista 55's adaptive planner (its default) can loop forever in the
+    // scheduler looking for a runnable stage of a multi-join rule plan, and
+    // the job never ends; the static planner runs the same plans reliably.
+    let config = SessionConfig::new_with_ballista()
+        .with_information_schema(true)
+        .with_ballista_adaptive_query_planner(false);
     let state = SessionStateBuilder::new()
         .with_default_features()
-        .with_config(SessionConfig::new().with_information_schema(true))
+        .with_config(config)
         .build();
     let mut ctx = SessionContext::remote_with_state(&format!("df://{host}:{port}"), state).await?;
     // After the Ballista upgrade, which resets the function list.

@@ -65,8 +65,13 @@ fn on_cluster(dir: &Path) -> Result<Report, hvaudit::audit::AuditError> {
     };
     let catalog = cfg.catalog().unwrap();
     let (rt, url) = &*CLUSTER;
-    rt.block_on(audit_cluster(&cfg, &catalog, url))
+    // A job the scheduler never finishes must fail the test, not hang CI.
+    rt.block_on(async { tokio::time::timeout(DEADLINE, audit_cluster(&cfg, &catalog, url)).await })
+        .expect("the cluster audit finishes within the deadline")
 }
+
+/// Far above the few seconds each cluster run takes on a loaded machine.
+const DEADLINE: std::time::Duration = std::time::Duration::from_secs(300);
 
 fn assert_same(local: &Report, cluster: &Report) {
     assert!(local.rule_errors.is_empty(), "{:?}", local.rule_errors);
@@ -146,6 +151,7 @@ fn sql_runs_on_the_cluster_from_the_command_line() {
     let run = |extra: &[&str]| {
         let output = Command::cargo_bin("hvaudit")
             .unwrap()
+            .timeout(DEADLINE)
             .args(["sql", "-q", "--format", "csv", "-e", query])
             .args(extra)
             .arg(&out)
@@ -168,6 +174,7 @@ fn cluster_usage_errors_exit_2_with_what_to_do() {
     let run = |args: &[&std::ffi::OsStr]| {
         let output = Command::cargo_bin("hvaudit")
             .unwrap()
+            .timeout(DEADLINE)
             .args(args)
             .output()
             .unwrap();
