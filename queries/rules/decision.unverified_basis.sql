@@ -26,15 +26,22 @@ WITH trusted_basis AS (
     SELECT * FROM decision_basis
     WHERE b_seq IS NOT NULL AND b_source_trust IS NOT NULL
 ),
-per_decision AS (
-    SELECT d_seq, d_id, d_type, d_task_id, d_created_at,
-           count(*) AS n_trusted,
-           sum(CASE WHEN b_source_trust = 'unverified' THEN 1 ELSE 0 END) AS n_unverified,
-           array_agg(b_seq ORDER BY b_created_us, b_seq) AS basis_seqs,
-           string_agg(concat(ref_id, ' (', b_type, ', via ', via, ')'), ', '
-                      ORDER BY b_created_us, b_seq) AS basis_list
+all_unverified AS (
+    -- decisions whose trust-asserting basis is all unverified (cheap counts
+    -- first: only these go on to the ordered lists)
+    SELECT d_seq
     FROM trusted_basis
-    GROUP BY d_seq, d_id, d_type, d_task_id, d_created_at
+    GROUP BY d_seq
+    HAVING sum(CASE WHEN b_source_trust = 'unverified' THEN 1 ELSE 0 END) = count(*)
+),
+per_decision AS (
+    SELECT b.d_seq, b.d_id, b.d_type, b.d_task_id, b.d_created_at,
+           array_agg(b.b_seq ORDER BY b.b_created_us, b.b_seq) AS basis_seqs,
+           string_agg(concat(b.ref_id, ' (', b.b_type, ', via ', b.via, ')'), ', '
+                      ORDER BY b.b_created_us, b.b_seq) AS basis_list
+    FROM trusted_basis b
+    JOIN all_unverified u ON u.d_seq = b.d_seq
+    GROUP BY b.d_seq, b.d_id, b.d_type, b.d_task_id, b.d_created_at
 )
 SELECT d_task_id AS task_id,
        concat(d_type, ' ', d_id,
@@ -45,4 +52,3 @@ SELECT d_task_id AS task_id,
               ' before this decision') AS message,
        array_concat(make_array(d_seq), basis_seqs) AS seqs
 FROM per_decision
-WHERE n_unverified = n_trusted

@@ -17,23 +17,34 @@
 --   delegation.accepted for task_9 with parent_task_id task_8: fires on the
 --   delegation event.
 WITH parent_values AS (
-    SELECT task_id, seq, id, created_us, env_parent_task_id AS parent
+    -- ord: (created_us, seq) as one sortable number, see views/10_tasks.sql
+    SELECT task_id, env_parent_task_id AS parent,
+           CAST(created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + seq AS ord
     FROM ev WHERE task_id IS NOT NULL AND env_parent_task_id IS NOT NULL
     UNION ALL
-    SELECT task_id, seq, id, created_us, p_parent_task_id
+    SELECT task_id, p_parent_task_id,
+           CAST(created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + seq
     FROM ev WHERE task_id IS NOT NULL AND p_parent_task_id IS NOT NULL
     UNION ALL
     -- whatever else the ingest resolved as the link
-    SELECT task_id, seq, id, created_us, parent_task_id
+    SELECT task_id, parent_task_id,
+           CAST(created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + seq
     FROM ev WHERE task_id IS NOT NULL AND parent_task_id IS NOT NULL
 ),
-first_naming AS (
-    SELECT task_id, parent,
-           first_value(seq ORDER BY created_us, seq) AS seq,
-           first_value(id ORDER BY created_us, seq) AS id,
-           first_value(created_us ORDER BY created_us, seq) AS created_us
+first_ord AS (
+    SELECT task_id, parent, min(ord) AS ord
     FROM parent_values
     GROUP BY task_id, parent
+),
+conflicted AS (
+    -- only tasks with two or more parents go on to the (costly) ordered lists
+    SELECT task_id FROM first_ord GROUP BY task_id HAVING count(*) > 1
+),
+first_naming AS (
+    SELECT f.task_id, f.parent, e.seq, e.id, e.created_us
+    FROM first_ord f
+    JOIN conflicted c ON c.task_id = f.task_id
+    JOIN ev e ON e.seq = CAST(f.ord % 10000000000000000000 AS BIGINT)
 ),
 per_task AS (
     SELECT task_id, count(*) AS n_parents,

@@ -14,15 +14,18 @@
 --   low: the parent/orphan rules cannot check such a child.
 --   Example: task_9's task.submitted names parent_task_id task_7 and no event
 --   has task_id task_7: fires; add task_7's task.submitted anywhere: silent.
-WITH named_parents AS (
-    SELECT task_id, parent_task_id,
-           first_value(seq ORDER BY created_us, seq) AS link_seq,
-           first_value(type ORDER BY created_us, seq) AS link_type,
-           first_value(id ORDER BY created_us, seq) AS link_id,
-           first_value(created_at ORDER BY created_us, seq) AS link_at
+WITH first_link AS (
+    -- ord: (created_us, seq) as one sortable number, see views/10_tasks.sql
+    SELECT task_id, parent_task_id, min(CAST(created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + seq) AS ord
     FROM ev
     WHERE parent_task_id IS NOT NULL
     GROUP BY task_id, parent_task_id
+),
+named_parents AS (
+    SELECT l.task_id, l.parent_task_id, e.seq AS link_seq, e.type AS link_type,
+           e.id AS link_id, e.created_at AS link_at
+    FROM first_link l
+    JOIN ev e ON e.seq = CAST(l.ord % 10000000000000000000 AS BIGINT)
 )
 SELECT
     n.task_id,

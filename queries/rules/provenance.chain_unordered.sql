@@ -23,20 +23,40 @@ WITH found_entries AS (
 ),
 -- each found entry with the found entry before it (a chain is in order
 -- exactly when every such pair is)
-with_prev AS (
+ordered AS (
+    -- one window over all chains in (event, position) order: the previous row
+    -- is the previous found entry of the same chain when event_seq matches
+    -- (faster than PARTITION BY event_seq with many small chains)
     SELECT f.*,
-           lag(f.ref_id) OVER w AS prev_ref,
-           lag(f.r_seq) OVER w AS prev_seq,
-           lag(f.r_us) OVER w AS prev_us,
-           lag(f.r_at) OVER w AS prev_at,
-           lag(f.pos) OVER w AS prev_pos
+           lag(f.event_seq) OVER w AS lag_event_seq,
+           lag(f.ref_id) OVER w AS lag_ref,
+           lag(f.r_seq) OVER w AS lag_seq,
+           lag(f.r_us) OVER w AS lag_us,
+           lag(f.r_at) OVER w AS lag_at,
+           lag(f.pos) OVER w AS lag_pos
     FROM found_entries f
-    WINDOW w AS (PARTITION BY f.event_seq ORDER BY f.pos)
+    WINDOW w AS (ORDER BY f.event_seq, f.pos)
+),
+with_prev AS (
+    SELECT event_seq, pos, ref_id, r_seq, r_us, r_at,
+           CASE WHEN lag_event_seq = event_seq THEN lag_ref END AS prev_ref,
+           CASE WHEN lag_event_seq = event_seq THEN lag_seq END AS prev_seq,
+           CASE WHEN lag_event_seq = event_seq THEN lag_us END AS prev_us,
+           CASE WHEN lag_event_seq = event_seq THEN lag_at END AS prev_at,
+           CASE WHEN lag_event_seq = event_seq THEN lag_pos END AS prev_pos
+    FROM ordered
 ),
 inversions AS (
-    SELECT i.*, row_number() OVER (PARTITION BY i.event_seq ORDER BY i.pos) AS nth
+    -- the first inversion of each chain (by position)
+    SELECT i.event_seq, min(i.pos) AS pos
     FROM with_prev i
     WHERE i.prev_us > i.r_us
+    GROUP BY i.event_seq
+),
+first_inversion AS (
+    SELECT i.*
+    FROM with_prev i
+    JOIN inversions f ON f.event_seq = i.event_seq AND f.pos = i.pos
 )
 SELECT e.task_id,
        concat(e.type, ' ', e.id, ' at ', to_char(arrow_cast(e.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
@@ -46,6 +66,5 @@ SELECT e.task_id,
               ' (created ', to_char(arrow_cast(i.prev_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
               '); expected origin first, oldest to newest') AS message,
        make_array(e.seq, i.prev_seq, i.r_seq) AS seqs
-FROM inversions i
+FROM first_inversion i
 JOIN ev e ON e.seq = i.event_seq
-WHERE i.nth = 1

@@ -19,21 +19,28 @@ WITH issues AS (
     SELECT u.*,
            -- structured tokens are identified by jti, opaque ones by value
            CASE WHEN u.token_jti IS NOT NULL THEN concat('jti:', u.token_jti)
-                ELSE concat('value:', u.token) END AS replay_key
+                ELSE concat('value:', u.token) END AS replay_key,
+           -- (created_us, seq) as one sortable number, see views/10_tasks.sql
+           CAST(u.created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + u.seq AS ord
     FROM token_uses u
     WHERE u.is_issue
 ),
+first_issue AS (
+    -- the first issuance (time, then input order) of every key issued twice
+    SELECT replay_key, CAST(min(ord) % 10000000000000000000 AS BIGINT) AS first_seq
+    FROM issues
+    GROUP BY replay_key
+    HAVING count(*) > 1
+),
 ranked AS (
-    SELECT i.*,
-           row_number() OVER w AS n,
-           first_value(i.seq) OVER w AS first_seq,
-           first_value(i.id) OVER w AS first_id,
-           first_value(i.task_id) OVER w AS first_task_id,
-           first_value(i.token) OVER w AS first_token,
-           first_value(i.token_label) OVER w AS first_token_label,
-           first_value(i.created_at) OVER w AS first_at
+    -- every later issuance, with the first one's fields
+    SELECT i.*, f.first_seq,
+           o.id AS first_id, o.task_id AS first_task_id, o.token AS first_token,
+           o.token_label AS first_token_label, o.created_at AS first_at
     FROM issues i
-    WINDOW w AS (PARTITION BY i.replay_key ORDER BY i.created_us, i.seq)
+    JOIN first_issue f ON f.replay_key = i.replay_key
+    JOIN token_uses o ON o.seq = f.first_seq
+    WHERE i.seq <> f.first_seq
 )
 SELECT
     r.task_id,
@@ -48,4 +55,3 @@ SELECT
            '; expected a fresh token (and jti) for every handoff') AS message,
     make_array(r.seq, r.first_seq) AS seqs
 FROM ranked r
-WHERE r.n > 1

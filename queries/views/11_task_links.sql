@@ -9,15 +9,18 @@
 --                            event: it became active before it (time, then
 --                            input order) and has no terminal event before or
 --                            at it. Null/false when the parent never ends.
-WITH links AS (
-    SELECT task_id AS child_id, parent_task_id AS parent_id,
-           first_value(seq ORDER BY created_us, seq) AS link_seq,
-           first_value(created_at ORDER BY created_us, seq) AS link_at,
-           first_value(type ORDER BY created_us, seq) AS link_type
+WITH first_link AS (
+    -- ord: (created_us, seq) as one sortable number, see 10_tasks.sql
+    SELECT task_id AS child_id, parent_task_id AS parent_id, min(CAST(created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + seq) AS ord
     FROM ev
     WHERE task_id IS NOT NULL AND parent_task_id IS NOT NULL
       AND task_id <> parent_task_id
     GROUP BY task_id, parent_task_id
+),
+links AS (
+    SELECT l.child_id, l.parent_id, e.seq AS link_seq, e.created_at AS link_at, e.type AS link_type
+    FROM first_link l
+    JOIN ev e ON e.seq = CAST(l.ord % 10000000000000000000 AS BIGINT)
 )
 SELECT
     l.child_id, l.parent_id, l.link_seq, l.link_at, l.link_type,

@@ -1,3 +1,4 @@
+-- materialize: true
 -- Every lifecycle event of a task (the ten task.* states; not
 -- task.cancel.requested, not unknown task.* types) with the lifecycle event
 -- before it (time, then input order), legal or not. A task delegated to its
@@ -9,18 +10,31 @@
 --   from_type  the previous state, '(none)' for a task's first event
 --   legal      the lifecycle table allows from_type -> type
 --   skipped_accept  task.submitted -> task.started (lifecycle.skipped_accept)
-WITH states AS (
+WITH ordered AS (
+    -- one window over all tasks in (task_id, time, input order); the previous
+    -- row is the task's previous lifecycle event when it has the same task_id
+    -- (faster than PARTITION BY task_id, whose cost grows with the number of
+    -- tasks in every batch)
     SELECT seq, id, task_id, type, created_us, created_at,
-           lag(type) OVER w AS prev_type,
-           lag(seq) OVER w AS prev_seq,
-           lag(id) OVER w AS prev_id,
-           lag(created_at) OVER w AS prev_at
+           lag(task_id) OVER w AS lag_task_id,
+           lag(type) OVER w AS lag_type,
+           lag(seq) OVER w AS lag_seq,
+           lag(id) OVER w AS lag_id,
+           lag(created_at) OVER w AS lag_at
     FROM ev
     WHERE task_id IS NOT NULL
       AND type IN ('task.submitted', 'task.accepted', 'task.started', 'task.progress',
                    'task.output', 'task.blocked', 'task.completed', 'task.failed',
                    'task.cancelled', 'task.timed_out')
-    WINDOW w AS (PARTITION BY task_id ORDER BY created_us, seq)
+    WINDOW w AS (ORDER BY task_id, created_us, seq)
+),
+states AS (
+    SELECT seq, id, task_id, type, created_us, created_at,
+           CASE WHEN lag_task_id = task_id THEN lag_type END AS prev_type,
+           CASE WHEN lag_task_id = task_id THEN lag_seq END AS prev_seq,
+           CASE WHEN lag_task_id = task_id THEN lag_id END AS prev_id,
+           CASE WHEN lag_task_id = task_id THEN lag_at END AS prev_at
+    FROM ordered
 ),
 with_from AS (
     SELECT s.*,

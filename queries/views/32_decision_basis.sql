@@ -20,7 +20,7 @@ WITH refs AS (
 per_ref AS (
     -- one row per referenced id, even if named by both causation and chain
     SELECT d_seq, ref_id,
-           CASE WHEN count(DISTINCT via) > 1 THEN 'causation_id and evidence_chain'
+           CASE WHEN max(via) <> min(via) THEN 'causation_id and evidence_chain'
                 ELSE min(via) END AS via
     FROM refs
     GROUP BY d_seq, ref_id

@@ -41,11 +41,15 @@ pub async fn register_views(
 ) -> Vec<(String, String)> {
     let mut errors = Vec::new();
     for v in &catalog.views {
+        let started = std::time::Instant::now();
         let result = async {
             let df = ctx.sql(&v.sql).await?;
             if v.materialize && materialize {
-                let schema = df.schema().inner().clone();
+                let planned = df.schema().inner().clone();
                 let batches = df.collect().await?;
+                // The batches may be stricter about nulls than the plan
+                // (e.g. a window over a non-null column); keep theirs.
+                let schema = batches.first().map_or(planned, |b| b.schema());
                 ctx.register_table(&v.name, Arc::new(MemTable::try_new(schema, vec![batches])?))?;
             } else {
                 ctx.register_table(&v.name, df.into_view())?;
@@ -55,6 +59,7 @@ pub async fn register_views(
         if let Err(e) = result.await {
             errors.push((v.file.clone(), e.to_string()));
         }
+        timing("view", &v.name, started);
     }
     errors
 }
@@ -69,14 +74,20 @@ pub async fn run(
     let mut errors = Vec::new();
     for (i, rule) in catalog.rules.iter().enumerate() {
         progress.set_message(rule.meta.id.clone());
-        match run_one(ctx, rule, i).await {
+        let started = std::time::Instant::now();
+        let result = run_one(ctx, rule, i).await;
+        timing("rule", &rule.meta.id, started);
+        match result {
             Ok(mut rows) => raw.append(&mut rows),
             Err(e) => errors.push((rule.meta.id.clone(), e.to_string())),
         }
         progress.inc(1);
     }
     progress.finish_and_clear();
-    match resolve(ctx, catalog, raw).await {
+    let started = std::time::Instant::now();
+    let resolved = resolve(ctx, catalog, raw).await;
+    timing("resolve", "(locating events)", started);
+    match resolved {
         Ok(findings) => RuleRun { findings, errors },
         Err(e) => {
             errors.push(("(locating events)".into(), e.to_string()));
@@ -85,6 +96,16 @@ pub async fn run(
                 errors,
             }
         }
+    }
+}
+
+/// With `HVAUDIT_TIMING` set, how long each view and rule took, on stderr.
+fn timing(kind: &str, name: &str, started: std::time::Instant) {
+    if std::env::var_os("HVAUDIT_TIMING").is_some() {
+        eprintln!(
+            "timing {kind} {name} {:.3}s",
+            started.elapsed().as_secs_f64()
+        );
     }
 }
 
