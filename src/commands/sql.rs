@@ -38,9 +38,10 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
                 ..Default::default()
             },
         )?;
-        // The rules' shared views (tasks, ...) are handy for exploration too.
+        // The rules' shared views (tasks, ...) are handy for exploration too;
+        // as plain views they cost nothing until a query reads them.
         if let Ok(catalog) = Catalog::embedded() {
-            rules::register_views(&ctx, &catalog, cluster.is_none()).await;
+            rules::register_views(&ctx, &catalog, false).await;
         }
         match script {
             Some(s) => {
