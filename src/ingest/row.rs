@@ -3,7 +3,7 @@
 
 use super::schema::EVENTS;
 use datafusion::arrow::array::{
-    ArrayRef, BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, StringArray,
+    Array, ArrayRef, BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, StringArray,
     StringBuilder, TimestampMicrosecondBuilder,
 };
 use datafusion::arrow::record_batch::RecordBatch;
@@ -327,6 +327,11 @@ impl EventBuilders {
                 n,
             ))),
         ));
+        // Builders grow by doubling and keep that capacity; the whole log's
+        // chunks are held until redeliveries are collapsed, so give it back.
+        for (_, array) in named.iter_mut() {
+            Array::shrink_to_fit(array);
+        }
         let columns = EVENTS
             .fields()
             .iter()
