@@ -4,6 +4,7 @@ Each measured command runs in its own child process; peak RSS comes from
 wait4's rusage of that child alone.
 """
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -47,6 +48,9 @@ for name, sql in q.items():
 """
 
 
+ROUNDS = int(os.environ.get("ROUNDS", "1"))
+
+
 def run(cmd):
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -60,11 +64,11 @@ def run(cmd):
 
 
 def human(n):
-    for unit in ("B", "KB", "MB", "GB"):
+    for unit in ("B", "KB", "MB"):
         if n < 1024:
             return f"{n:.0f} {unit}"
         n /= 1024
-    return f"{n:.1f} TB"
+    return f"{n:.2f} GB"
 
 
 def main():
@@ -78,13 +82,25 @@ def main():
         if not os.path.exists(pq):
             subprocess.run([binary, "convert", "-q", "-o", pq, log], check=True)
         mb = os.path.getsize(log) / 1e6
-        results = {}
-        results["hvaudit ingest (sql count)"] = run([binary, "sql", "-q", "-e", "SELECT count(*) FROM events", log])
-        results["hvaudit audit ndjson"] = run([binary, "audit", "-q", "--format", "json", "-o", os.devnull, log])
-        results["hvaudit audit parquet"] = run([binary, "audit", "-q", "--format", "json", "-o", os.devnull, pq])
-        results["duckdb load"] = run([sys.executable, "-c", DUCK_LOAD, log])
-        results["duckdb 5 families"] = run([sys.executable, "-c", DUCK_RULES, log])
-        print(f"\n== {size}: {mb:.0f} MB NDJSON")
+        commands = {
+            "hvaudit ingest (sql count)": [binary, "sql", "-q", "-e", "SELECT count(*) FROM events", log],
+            "hvaudit audit ndjson": [binary, "audit", "-q", "--format", "json", "-o", os.devnull, log],
+            "hvaudit audit parquet": [binary, "audit", "-q", "--format", "json", "-o", os.devnull, pq],
+            "duckdb load": [sys.executable, "-c", DUCK_LOAD, log],
+            "duckdb 5 families": [sys.executable, "-c", DUCK_RULES, log],
+        }
+        # ROUNDS=N runs every command N times, interleaved, and keeps the
+        # median wall time and the largest peak RSS: single runs on a shared
+        # VM vary by a third.
+        samples = {name: [] for name in commands}
+        for _ in range(ROUNDS):
+            for name, cmd in commands.items():
+                samples[name].append(run(cmd))
+        results = {
+            name: (statistics.median(w for w, _ in runs), max(r for _, r in runs))
+            for name, runs in samples.items()
+        }
+        print(f"\n== {size}: {mb:.0f} MB NDJSON (median of {ROUNDS})")
         for name, (wall, rss) in results.items():
             print(f"  {name:28s} {wall:8.2f} s  {mb / wall:8.0f} MB/s  peak RSS {human(rss)}")
         r = {k: v[0] for k, v in results.items()}

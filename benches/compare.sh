@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Whole-process comparison: hvaudit against DuckDB on the same generated logs,
 # in one run so the ratios share the machine's conditions.
-#   benches/compare.sh [SIZES...]     (default: 100M 1G)
+#   [ROUNDS=N] benches/compare.sh [SIZES...]     (default: 100M 1G; median of N runs)
 # Needs: python3 with duckdb (pip install duckdb); builds hvaudit --release.
 set -euo pipefail
 cd "$(dirname "$0")/.."
