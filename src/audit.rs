@@ -139,6 +139,20 @@ pub async fn audit_ingested(
     audit_session(cfg, catalog, &ctx, inputs, true).await
 }
 
+/// Run the rules over `convert`'s Parquet where it lies: every query scans
+/// the files and nothing is loaded up front. The engine's memory limit
+/// bounds the query operators; the materialized views (per task, token or
+/// lifecycle event) are held outside it, smaller than the events.
+pub async fn audit_in_place(cfg: &AuditConfig, catalog: &Catalog) -> Result<Report, AuditError> {
+    let usage = |e: anyhow::Error| AuditError::Usage(format!("{e:#}"));
+    let files = crate::ingest::in_place::scan_inputs(&cfg.inputs).map_err(usage)?;
+    let ctx = engine::session(&cfg.engine_options())?;
+    crate::ingest::in_place::register_tables(&ctx, &files).await?;
+    let mut inputs = files.inputs.clone();
+    inputs.extend(files.skipped.iter().map(skipped_input));
+    audit_session(cfg, catalog, &ctx, inputs, true).await
+}
+
 /// Run the rules on a Ballista cluster (`df://HOST:PORT`) over Parquet
 /// written by `convert`; the report is assembled here.
 #[cfg(feature = "cluster")]

@@ -146,8 +146,12 @@ pub struct AuditArgs {
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub decision_types: Option<Vec<String>>,
     /// Run on a Ballista cluster (df://HOST:PORT) over Parquet from `convert`.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", conflicts_with = "in_place")]
     pub cluster: Option<String>,
+    /// Scan `convert`'s Parquet from disk in every rule instead of loading it
+    /// into memory: for logs larger than RAM, with --memory-limit.
+    #[arg(long)]
+    pub in_place: bool,
 }
 
 #[derive(Args, Debug)]

@@ -1,6 +1,6 @@
 //! `hvaudit audit`: ingest, run the rules, render the report.
 
-use crate::audit::{AuditConfig, audit_ingested, block_on};
+use crate::audit::{AuditConfig, audit_in_place, audit_ingested, block_on};
 use crate::cli::AuditArgs;
 use crate::output::write_atomic;
 use crate::report::{self, Format};
@@ -28,6 +28,7 @@ pub fn run(args: AuditArgs, quiet: bool) -> anyhow::Result<u8> {
     let catalog = cfg.catalog()?;
     let report = match &args.cluster {
         Some(url) => on_cluster(&cfg, &catalog, url, quiet)?,
+        None if args.in_place => block_on(audit_in_place(&cfg, &catalog))?,
         None => {
             let ingested = super::load(&args.input, quiet)?;
             block_on(audit_ingested(&cfg, &catalog, &ingested))?

@@ -2,6 +2,7 @@
 
 pub mod dedup;
 pub mod evidence;
+pub mod in_place;
 pub mod inputs;
 pub mod ndjson;
 pub mod normalize;
