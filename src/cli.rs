@@ -173,8 +173,11 @@ pub struct SqlArgs {
     #[arg(long, value_enum, default_value_t = SqlFormat::Table)]
     pub format: SqlFormat,
     /// Run on a Ballista cluster (df://HOST:PORT) over Parquet from `convert`.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", conflicts_with = "in_place")]
     pub cluster: Option<String>,
+    /// Query `convert`'s Parquet from disk instead of loading it into memory.
+    #[arg(long)]
+    pub in_place: bool,
 }
 
 #[derive(Args, Debug)]

@@ -115,10 +115,10 @@ fn parquet_round_trip_keeps_the_accounting_of_redeliveries() {
     assert!(after.identity_holds());
 }
 
-/// `audit --in-place` scans the Parquet in every rule instead of loading it;
-/// the report must not notice, down to the accounting.
+/// `--in-place` scans the Parquet in every query instead of loading it; the
+/// report and the answers must not notice, down to the accounting.
 #[test]
-fn in_place_audit_reports_what_the_loaded_audit_reports() {
+fn in_place_audit_and_sql_answer_what_the_loaded_ones_answer() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log.ndjson");
     let opts = hvaudit::synth::SynthOptions {
@@ -149,13 +149,38 @@ fn in_place_audit_reports_what_the_loaded_audit_reports() {
     let in_place = audit(&["--in-place", "--memory-limit", "256M"]);
     assert!(loaded.contains("\"rule\""), "the log has findings");
     assert_eq!(loaded, in_place);
+    // Ad hoc SQL too, over the tables and the shared views.
+    let sql = |extra: &[&str]| {
+        let query = "SELECT count(*) AS n, sum(redeliveries) AS r FROM events; \
+                     SELECT count(*) AS tasks FROM tasks; SELECT count(*) AS bad FROM bad_lines";
+        let output = Command::cargo_bin("hvaudit")
+            .unwrap()
+            .args(["sql", "-q", "--format", "csv", "-e", query])
+            .args(extra)
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let loaded = sql(&[]);
+    assert!(
+        loaded.contains("bad\n") && !loaded.contains("bad\n0\n"),
+        "{loaded}"
+    );
+    assert_eq!(loaded, sql(&["--in-place"]));
     // NDJSON cannot be scanned in place: say how to get Parquet.
-    let output = Command::cargo_bin("hvaudit")
-        .unwrap()
-        .args(["audit", "-q", "--in-place"])
-        .arg(&log)
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2), "{output:?}");
-    assert!(String::from_utf8_lossy(&output.stderr).contains("hvaudit convert"));
+    for command in [
+        &["audit", "-q", "--in-place"][..],
+        &["sql", "-q", "--in-place", "-e", "SELECT 1"],
+    ] {
+        let output = Command::cargo_bin("hvaudit")
+            .unwrap()
+            .args(command)
+            .arg(&log)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{output:?}");
+        assert!(String::from_utf8_lossy(&output.stderr).contains("hvaudit convert"));
+    }
 }

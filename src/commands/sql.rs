@@ -19,14 +19,23 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
     };
     let cluster = args.cluster.clone();
     block_on(async {
+        let local = || {
+            engine::session(&EngineOptions {
+                memory_limit: args.input.memory_limit.map(|m| m as usize),
+                spill_dir: args.input.spill_dir.clone(),
+            })
+        };
         let ctx = match &cluster {
             Some(url) => cluster_session(url, &args.input.paths).await?,
+            None if args.in_place => {
+                let files = crate::ingest::in_place::scan_inputs(&args.input.paths)?;
+                let ctx = local()?;
+                crate::ingest::in_place::register_tables(&ctx, &files).await?;
+                ctx
+            }
             None => {
                 let ingested = super::load(&args.input, quiet)?;
-                let ctx = engine::session(&EngineOptions {
-                    memory_limit: args.input.memory_limit.map(|m| m as usize),
-                    spill_dir: args.input.spill_dir.clone(),
-                })?;
+                let ctx = local()?;
                 engine::register_tables(&ctx, &ingested)?;
                 ctx
             }
