@@ -147,10 +147,21 @@ pub async fn audit_in_place(cfg: &AuditConfig, catalog: &Catalog) -> Result<Repo
     let usage = |e: anyhow::Error| AuditError::Usage(format!("{e:#}"));
     let files = crate::ingest::in_place::scan_inputs(&cfg.inputs).map_err(usage)?;
     let ctx = engine::session(&cfg.engine_options())?;
-    crate::ingest::in_place::register_tables(&ctx, &files).await?;
+    audit_files(cfg, catalog, &ctx, &files, true).await
+}
+
+/// Register `convert`'s files found by `scan_inputs` in `ctx` and audit them.
+async fn audit_files(
+    cfg: &AuditConfig,
+    catalog: &Catalog,
+    ctx: &SessionContext,
+    files: &crate::ingest::in_place::ParquetInputs,
+    materialize: bool,
+) -> Result<Report, AuditError> {
+    crate::ingest::in_place::register_tables(ctx, files).await?;
     let mut inputs = files.inputs.clone();
     inputs.extend(files.skipped.iter().map(skipped_input));
-    audit_session(cfg, catalog, &ctx, inputs, true).await
+    audit_session(cfg, catalog, ctx, inputs, materialize).await
 }
 
 /// Run the rules on a Ballista cluster (`df://HOST:PORT`) over Parquet
@@ -165,10 +176,7 @@ pub async fn audit_cluster(
     crate::cluster::scheduler_address(url).map_err(AuditError::Usage)?;
     let files = crate::cluster::scan_inputs(&cfg.inputs).map_err(usage)?;
     let ctx = crate::cluster::connect(url).await.map_err(usage)?;
-    crate::cluster::register_tables(&ctx, &files).await?;
-    let mut inputs = files.inputs.clone();
-    inputs.extend(files.skipped.iter().map(skipped_input));
-    audit_session(cfg, catalog, &ctx, inputs, false).await
+    audit_files(cfg, catalog, &ctx, &files, false).await
 }
 
 fn skipped_input(s: &crate::ingest::inputs::Skipped) -> InputSummary {

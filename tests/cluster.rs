@@ -2,10 +2,10 @@
 //! process on 127.0.0.1) gives the same report as the local audit of the
 //! same Parquet, down to every finding, location and count.
 
+use crate::common::{sql_csv, synth_log};
 use assert_cmd::Command;
 use hvaudit::Report;
 use hvaudit::audit::{AuditConfig, audit_cluster, run_audit};
-use hvaudit::synth::{SynthOptions, generate};
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
@@ -22,19 +22,6 @@ static CLUSTER: LazyLock<(tokio::runtime::Runtime, String)> = LazyLock::new(|| {
         .expect("in-process cluster starts");
     (rt, url)
 });
-
-fn synth(seed: u64, bytes: u64, redelivery_rate: f64) -> Vec<u8> {
-    let opts = SynthOptions {
-        seed,
-        target_bytes: bytes,
-        violations: true,
-        redelivery_rate,
-        ..Default::default()
-    };
-    let mut log = Vec::new();
-    generate(&opts, &mut log, &mut std::io::sink()).unwrap();
-    log
-}
 
 fn convert(inputs: &[&Path], out: &Path, shard: u16) {
     Command::cargo_bin("hvaudit")
@@ -97,7 +84,7 @@ fn assert_same(local: &Report, cluster: &Report) {
 fn findings_on_a_two_executor_cluster_equal_the_local_run() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log.ndjson");
-    let mut bytes = synth(11, 150_000, 0.02);
+    let mut bytes = synth_log(11, 150_000, 0.02);
     // Rejected lines travel too (bad_lines table, payload.invalid, ...).
     bytes.extend_from_slice(b"not json at all\n{\"id\": 5}\n");
     std::fs::write(&log, bytes).unwrap();
@@ -113,7 +100,7 @@ fn findings_on_a_two_executor_cluster_equal_the_local_run() {
 #[test]
 fn shards_converted_apart_audit_as_one_log() {
     let dir = tempfile::tempdir().unwrap();
-    let bytes = synth(12, 120_000, 0.0);
+    let bytes = synth_log(12, 120_000, 0.0);
     let lines: Vec<&[u8]> = bytes.split_inclusive(|b| *b == b'\n').collect();
     let (a, b) = lines.split_at(lines.len() / 2);
     let (fa, fb) = (dir.path().join("a.ndjson"), dir.path().join("b.ndjson"));
@@ -129,7 +116,7 @@ fn shards_converted_apart_audit_as_one_log() {
 #[test]
 fn shards_without_their_own_number_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let bytes = synth(13, 50_000, 0.0);
+    let bytes = synth_log(13, 50_000, 0.0);
     let (fa, fb) = (dir.path().join("a.ndjson"), dir.path().join("b.ndjson"));
     std::fs::write(&fa, &bytes).unwrap();
     std::fs::write(&fb, &bytes).unwrap();
@@ -144,22 +131,11 @@ fn shards_without_their_own_number_are_refused() {
 fn sql_runs_on_the_cluster_from_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log.ndjson");
-    std::fs::write(&log, synth(14, 40_000, 0.0)).unwrap();
+    std::fs::write(&log, synth_log(14, 40_000, 0.0)).unwrap();
     let out = dir.path().join("parquet");
     convert(&[&log], &out, 0);
     let query = "SELECT count(*) AS n, count(DISTINCT task_id) AS tasks FROM events";
-    let run = |extra: &[&str]| {
-        let output = Command::cargo_bin("hvaudit")
-            .unwrap()
-            .timeout(DEADLINE)
-            .args(["sql", "-q", "--format", "csv", "-e", query])
-            .args(extra)
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "{output:?}");
-        String::from_utf8(output.stdout).unwrap()
-    };
+    let run = |extra: &[&str]| sql_csv(query, extra, &out);
     let url = &CLUSTER.1;
     let remote = run(&["--cluster", url]);
     assert_eq!(remote, run(&[]));
@@ -170,7 +146,7 @@ fn sql_runs_on_the_cluster_from_the_command_line() {
 fn cluster_usage_errors_exit_2_with_what_to_do() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log.ndjson");
-    std::fs::write(&log, synth(15, 20_000, 0.0)).unwrap();
+    std::fs::write(&log, synth_log(15, 20_000, 0.0)).unwrap();
     let run = |args: &[&std::ffi::OsStr]| {
         let output = Command::cargo_bin("hvaudit")
             .unwrap()

@@ -25,3 +25,32 @@ pub fn findings_of(report: &Report, rule: &str) -> Vec<(Option<String>, Vec<Stri
         .map(|f| (f.task_id.clone(), f.event_ids.clone()))
         .collect()
 }
+
+/// A generated log with planted violations of every rule.
+pub fn synth_log(seed: u64, bytes: u64, redelivery_rate: f64) -> Vec<u8> {
+    let opts = hvaudit::synth::SynthOptions {
+        seed,
+        target_bytes: bytes,
+        violations: true,
+        redelivery_rate,
+        ..Default::default()
+    };
+    let mut log = Vec::new();
+    hvaudit::synth::generate(&opts, &mut log, &mut std::io::sink()).unwrap();
+    log
+}
+
+/// `hvaudit sql -q --format csv -e QUERY [EXTRA...] PATH`, which must
+/// succeed within a few minutes; its stdout.
+pub fn sql_csv(query: &str, extra: &[&str], path: &std::path::Path) -> String {
+    let output = assert_cmd::Command::cargo_bin("hvaudit")
+        .unwrap()
+        .timeout(std::time::Duration::from_secs(300))
+        .args(["sql", "-q", "--format", "csv", "-e", query])
+        .args(extra)
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8(output.stdout).unwrap()
+}

@@ -121,15 +121,7 @@ fn parquet_round_trip_keeps_the_accounting_of_redeliveries() {
 fn in_place_audit_and_sql_answer_what_the_loaded_ones_answer() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log.ndjson");
-    let opts = hvaudit::synth::SynthOptions {
-        seed: 21,
-        target_bytes: 120_000,
-        violations: true,
-        redelivery_rate: 0.02,
-        ..Default::default()
-    };
-    let mut bytes = Vec::new();
-    hvaudit::synth::generate(&opts, &mut bytes, &mut std::io::sink()).unwrap();
+    let mut bytes = crate::common::synth_log(21, 120_000, 0.02);
     bytes.extend_from_slice(b"not json\n");
     std::fs::write(&log, bytes).unwrap();
     let out = dir.path().join("parquet");
@@ -150,19 +142,9 @@ fn in_place_audit_and_sql_answer_what_the_loaded_ones_answer() {
     assert!(loaded.contains("\"rule\""), "the log has findings");
     assert_eq!(loaded, in_place);
     // Ad hoc SQL too, over the tables and the shared views.
-    let sql = |extra: &[&str]| {
-        let query = "SELECT count(*) AS n, sum(redeliveries) AS r FROM events; \
-                     SELECT count(*) AS tasks FROM tasks; SELECT count(*) AS bad FROM bad_lines";
-        let output = Command::cargo_bin("hvaudit")
-            .unwrap()
-            .args(["sql", "-q", "--format", "csv", "-e", query])
-            .args(extra)
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "{output:?}");
-        String::from_utf8(output.stdout).unwrap()
-    };
+    let query = "SELECT count(*) AS n, sum(redeliveries) AS r FROM events; \
+                 SELECT count(*) AS tasks FROM tasks; SELECT count(*) AS bad FROM bad_lines";
+    let sql = |extra: &[&str]| crate::common::sql_csv(query, extra, &out);
     let loaded = sql(&[]);
     assert!(
         loaded.contains("bad\n") && !loaded.contains("bad\n0\n"),

@@ -428,8 +428,8 @@ pub fn describe_own(input: &Input) -> Result<OwnFile, String> {
         .map_err(|e| format!("not a readable Parquet file: {e}"))?;
     let (Some(table), run) = own_table(&builder) else {
         return Err(
-            "not written by this version of `hvaudit convert`; a cluster reads only \
-                    convert's output (run `hvaudit convert LOGS -o DIR` first)"
+            "not written by this version of `hvaudit convert`; a cluster or --in-place \
+             reads only convert's output (run `hvaudit convert LOGS -o DIR` first)"
                 .to_string(),
         );
     };
