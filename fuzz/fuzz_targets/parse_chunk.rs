@@ -4,6 +4,7 @@
 
 use hvaudit::ingest::ndjson::{Chunk, parse_chunk};
 use hvaudit::ingest::normalize::NormalizeOptions;
+use hvaudit::ingest::row::ChunkShape;
 use libfuzzer_sys::fuzz_target;
 use std::sync::Arc;
 
@@ -18,10 +19,11 @@ fuzz_target!(|data: &[u8]| {
         oversized: None,
     };
     let parsed = parse_chunk(
-        chunk,
+        &chunk,
         Arc::from("fuzz.ndjson"),
         max_line,
         NormalizeOptions::default(),
+        &mut ChunkShape::default(),
     );
     let events = parsed.keys.len() as u64;
     assert_eq!(parsed.events.num_rows() as u64, events);

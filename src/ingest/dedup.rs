@@ -4,6 +4,7 @@
 //! then input order) for the integrity rule.
 
 use super::ndjson::ParsedChunk;
+use super::row::share_empty_columns;
 use super::schema::{EVENTS, events_col};
 use datafusion::arrow::array::{
     Array, ArrayRef, BooleanArray, Int32Array, Int64Array, StringArray, make_comparator,
@@ -36,7 +37,9 @@ pub struct Outcome {
 
 /// Deduplicate chunks that are already in input order.
 pub fn dedup(chunks: &mut [ParsedChunk]) -> Outcome {
-    let mut first: HashMap<u128, Version> = HashMap::new();
+    // Sized once: growing a table of millions of ids copies it each time.
+    let events: usize = chunks.iter().map(|c| c.keys.len()).sum();
+    let mut first: HashMap<u128, Version> = HashMap::with_capacity(events);
     let mut later: HashMap<u128, Vec<Version>> = HashMap::new();
     let mut keep: Vec<Vec<bool>> = chunks.iter().map(|c| vec![true; c.keys.len()]).collect();
     let mut version: Vec<Vec<i32>> = chunks.iter().map(|c| vec![1; c.keys.len()]).collect();
@@ -121,7 +124,8 @@ pub fn dedup(chunks: &mut [ParsedChunk]) -> Outcome {
                 return batch;
             }
             let mask = BooleanArray::from(keep);
-            filter_record_batch(&batch, &mask).expect("mask matches the batch")
+            let kept = filter_record_batch(&batch, &mask).expect("mask matches the batch");
+            share_empty_columns(kept)
         })
         .collect();
     Outcome { batches, per_chunk }

@@ -21,6 +21,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use inputs::{Format, Input, InputError, Skipped};
 use ndjson::{BadLine, ParsedChunk};
 use normalize::NormalizeOptions;
+use row::ChunkShape;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, mpsc};
@@ -108,6 +109,7 @@ pub fn ingest_inputs(inputs: &[Input], skipped: Vec<Skipped>, opts: &IngestOptio
         .iter()
         .map(|i| Arc::from(i.display.as_str()))
         .collect();
+    let pool = ndjson::BufferPool::default();
     std::thread::scope(|scope| {
         let (chunk_tx, chunk_rx) = mpsc::sync_channel::<ndjson::Chunk>(threads * 2);
         let chunk_rx = Arc::new(Mutex::new(chunk_rx));
@@ -115,14 +117,17 @@ pub fn ingest_inputs(inputs: &[Input], skipped: Vec<Skipped>, opts: &IngestOptio
         for _ in 0..threads {
             let rx = Arc::clone(&chunk_rx);
             let tx = out_tx.clone();
-            let (names, ndjson_inputs) = (&names, &ndjson_inputs);
+            let (names, ndjson_inputs, pool) = (&names, &ndjson_inputs, &pool);
             scope.spawn(move || {
+                let mut shape = ChunkShape::default();
                 loop {
                     let next = rx.lock().map(|r| r.recv());
                     let Ok(Ok(chunk)) = next else { break };
                     let input_idx = ndjson_inputs[(chunk.file_idx - file_offset) as usize].0;
                     let name = Arc::clone(&names[input_idx]);
-                    let parsed = ndjson::parse_chunk(chunk, name, opts.max_line_bytes, norm);
+                    let parsed =
+                        ndjson::parse_chunk(&chunk, name, opts.max_line_bytes, norm, &mut shape);
+                    pool.give(chunk.data);
                     if tx.send(parsed).is_err() {
                         break;
                     }
@@ -142,6 +147,7 @@ pub fn ingest_inputs(inputs: &[Input], skipped: Vec<Skipped>, opts: &IngestOptio
                     file_idx,
                     opts.max_line_bytes,
                     Arc::clone(&opts.progress),
+                    &pool,
                     &mut send,
                 );
                 errors.push((*input_idx, err));

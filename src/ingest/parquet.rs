@@ -7,6 +7,7 @@ use super::IngestOptions;
 use super::inputs::{Format, Input};
 use super::ndjson::{self, BadLine, Chunk, ParsedChunk, seq_of};
 use super::normalize::NormalizeOptions;
+use super::row::{ChunkShape, share_empty_columns};
 use super::schema::{BAD_LINES, EVENTS, EVIDENCE, LAYOUT_KEY, LAYOUT_VERSION};
 use datafusion::arrow::array::{Array, Int64Array, StringArray};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -229,10 +230,11 @@ pub fn read_all(inputs: &[Input], opts: &IngestOptions) -> ParquetRead {
                         oversized: None,
                     };
                     ndjson::parse_chunk(
-                        chunk,
+                        &chunk,
                         Arc::from(input.display.as_str()),
                         opts.max_line_bytes,
                         norm,
+                        &mut ChunkShape::default(),
                     )
                 }
             };
@@ -311,7 +313,7 @@ fn converted_events(batch: RecordBatch, file_idx: u32, chunk_idx: u32) -> Parsed
     ParsedChunk {
         file_idx,
         chunk_idx,
-        events: batch,
+        events: share_empty_columns(batch),
         keys,
         bad: Vec::new(),
         lines,
