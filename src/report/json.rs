@@ -25,7 +25,17 @@ pub(super) struct ReportJson<'a> {
     unresolved_basis: u64,
     rules: Vec<&'a str>,
     rule_errors: Vec<RuleErrorJson<'a>>,
-    findings: Vec<FindingJson<'a>>,
+    findings: FindingsJson<'a>,
+}
+
+/// The findings, each shaped as it is written: a million findings are not
+/// held a second time as JSON views.
+pub(super) struct FindingsJson<'a>(&'a [Finding]);
+
+impl Serialize for FindingsJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(FindingJson::new))
+    }
 }
 
 impl<'a> ReportJson<'a> {
@@ -58,7 +68,7 @@ impl<'a> ReportJson<'a> {
                 .iter()
                 .map(|(rule, error)| RuleErrorJson { rule, error })
                 .collect(),
-            findings: report.findings.iter().map(FindingJson::new).collect(),
+            findings: FindingsJson(&report.findings),
         }
     }
 }
