@@ -20,6 +20,9 @@ use datafusion::parquet::file::properties::WriterProperties;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// Rows per row group: the unit readers decode and scan in parallel.
+const ROW_GROUP_ROWS: usize = 128 * 1024;
+
 pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
     crate::signals::install();
     let mut ingested = super::load(&args.input, quiet)?;
@@ -185,6 +188,7 @@ fn write_all(
         let tmp = crate::signals::temp_in(dir)?;
         let props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
+            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
             .set_key_value_metadata(Some(vec![
                 KeyValue::new(LAYOUT_KEY.into(), LAYOUT_VERSION.to_string()),
                 KeyValue::new(TABLE_KEY.into(), table.to_string()),

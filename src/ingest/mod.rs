@@ -51,6 +51,16 @@ impl Default for IngestOptions {
     }
 }
 
+impl IngestOptions {
+    /// Parser threads to start.
+    pub fn worker_threads(&self) -> usize {
+        match self.threads {
+            0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+            n => n,
+        }
+    }
+}
+
 /// The normalized tables and the accounting of how they were made.
 pub struct Ingested {
     pub events: Vec<RecordBatch>,
@@ -77,11 +87,7 @@ pub fn ingest(paths: &[PathBuf], opts: &IngestOptions) -> Result<Ingested, Input
 
 /// Read already expanded inputs.
 pub fn ingest_inputs(inputs: &[Input], skipped: Vec<Skipped>, opts: &IngestOptions) -> Ingested {
-    let threads = if opts.threads == 0 {
-        std::thread::available_parallelism().map_or(2, |n| n.get())
-    } else {
-        opts.threads
-    };
+    let threads = opts.worker_threads();
     let mut read_errors: Vec<Option<String>> = vec![None; inputs.len()];
     let mut chunks: Vec<ParsedChunk> = Vec::new();
 

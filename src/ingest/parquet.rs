@@ -14,8 +14,10 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::collections::BTreeSet;
 use std::fs::File;
+use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Metadata keys written by `convert`.
 pub const TABLE_KEY: &str = "hvaudit.table";
@@ -82,7 +84,7 @@ fn own_table(
     (table, get(RUN_KEY))
 }
 
-fn open(input: &Input) -> Opened {
+fn open(input: &Input, threads: usize) -> Opened {
     let failed = |e: String| Opened {
         kind: Kind::Foreign,
         run: None,
@@ -112,24 +114,7 @@ fn open(input: &Input) -> Opened {
             error: None,
         };
     }
-    let mut batches = Vec::new();
-    let mut error = None;
-    match builder.with_batch_size(8192).build() {
-        Ok(reader) => {
-            for b in reader {
-                match b {
-                    Ok(b) => batches.push(b),
-                    Err(e) => {
-                        error = Some(format!(
-                            "Parquet read stopped: {e}; rows before it were kept"
-                        ));
-                        break;
-                    }
-                }
-            }
-        }
-        Err(e) => error = Some(format!("not a readable Parquet file: {e}")),
-    }
+    let (mut batches, mut error) = decode(&input.path, builder, threads);
     let mut kind = kind;
     if matches!(kind, Kind::Events)
         && let Some(bad) = batches.iter().find_map(implausible_events)
@@ -150,6 +135,84 @@ fn open(input: &Input) -> Opened {
     }
 }
 
+/// Batches read from a file, and the error that ended it early.
+type Decoded = (Vec<RecordBatch>, Option<String>);
+
+/// Rows per decoded batch.
+const BATCH_ROWS: usize = 8192;
+
+/// Decode a file's row groups, several at a time, into batches in file
+/// order; an error ends the file there (the rows before it are kept).
+fn decode(path: &Path, builder: ParquetRecordBatchReaderBuilder<File>, threads: usize) -> Decoded {
+    let groups = builder.metadata().num_row_groups();
+    if groups <= 1 || threads <= 1 {
+        return read_batches(builder);
+    }
+    drop(builder);
+    // Each worker opens the file itself: clones of one handle share a
+    // position, and the reader seeks.
+    let next = AtomicUsize::new(0);
+    let decoded: Vec<Mutex<Option<Decoded>>> = (0..groups).map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads.min(groups) {
+            scope.spawn(|| {
+                loop {
+                    let group = next.fetch_add(1, Ordering::Relaxed);
+                    if group >= groups {
+                        break;
+                    }
+                    let opened = File::open(path)
+                        .map_err(|e| format!("cannot open: {e}"))
+                        .and_then(|f| {
+                            ParquetRecordBatchReaderBuilder::try_new(f)
+                                .map_err(|e| format!("not a readable Parquet file: {e}"))
+                        });
+                    let result = match opened {
+                        Ok(b) => read_batches(b.with_row_groups(vec![group])),
+                        Err(e) => (Vec::new(), Some(e)),
+                    };
+                    if let Ok(mut slot) = decoded[group].lock() {
+                        *slot = Some(result);
+                    }
+                }
+            });
+        }
+    });
+    let mut batches = Vec::new();
+    for slot in decoded {
+        let (part, error) = slot
+            .into_inner()
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| (Vec::new(), Some("a row group was not decoded".into())));
+        batches.extend(part);
+        if error.is_some() {
+            return (batches, error);
+        }
+    }
+    (batches, None)
+}
+
+/// Read what a reader builder selects, batch by batch, so that a break keeps
+/// what came before it.
+fn read_batches(builder: ParquetRecordBatchReaderBuilder<File>) -> Decoded {
+    let mut batches = Vec::new();
+    let reader = match builder.with_batch_size(BATCH_ROWS).build() {
+        Ok(r) => r,
+        Err(e) => return (batches, Some(format!("not a readable Parquet file: {e}"))),
+    };
+    for b in reader {
+        match b {
+            Ok(b) => batches.push(b),
+            Err(e) => {
+                let error = format!("Parquet read stopped: {e}; rows before it were kept");
+                return (batches, Some(error));
+            }
+        }
+    }
+    (batches, None)
+}
+
 /// Read every Parquet input into parsed chunks.
 pub fn read_all(inputs: &[Input], opts: &IngestOptions) -> ParquetRead {
     let files: Vec<(usize, &Input, Opened)> = inputs
@@ -157,7 +220,7 @@ pub fn read_all(inputs: &[Input], opts: &IngestOptions) -> ParquetRead {
         .enumerate()
         .filter(|(_, i)| i.format == Format::Parquet)
         .map(|(n, i)| {
-            let o = open(i);
+            let o = open(i, opts.worker_threads());
             opts.progress.fetch_add(i.bytes, Ordering::Relaxed);
             (n, i, o)
         })
@@ -498,4 +561,53 @@ pub fn describe_own(input: &Input) -> Result<OwnFile, String> {
         seqs,
         summary,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::Int64Array;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::parquet::arrow::ArrowWriter;
+    use datafusion::parquet::file::properties::WriterProperties;
+
+    /// A file of `groups` row groups of `rows` rows each, numbered 0.. in order.
+    fn numbered_file(groups: usize, rows: usize) -> tempfile::NamedTempFile {
+        let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(rows))
+            .build();
+        let mut w =
+            ArrowWriter::try_new(file.reopen().unwrap(), schema.clone(), Some(props)).unwrap();
+        let all = Int64Array::from_iter_values(0..(groups * rows) as i64);
+        w.write(&RecordBatch::try_new(schema, vec![Arc::new(all)]).unwrap())
+            .unwrap();
+        w.close().unwrap();
+        file
+    }
+
+    fn numbers(batches: &[RecordBatch]) -> Vec<i64> {
+        batches
+            .iter()
+            .flat_map(|b| {
+                let a = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+                a.values().to_vec()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn row_groups_decoded_in_parallel_come_back_in_file_order() {
+        let file = numbered_file(7, 1000);
+        let builder = |p: &Path| ParquetRecordBatchReaderBuilder::try_new(File::open(p).unwrap());
+        let path = file.path();
+        assert_eq!(builder(path).unwrap().metadata().num_row_groups(), 7);
+        let (parallel, error) = decode(path, builder(path).unwrap(), 3);
+        assert!(error.is_none());
+        let (serial, _) = decode(path, builder(path).unwrap(), 1);
+        let expected: Vec<i64> = (0..7000).collect();
+        assert_eq!(numbers(&parallel), expected);
+        assert_eq!(numbers(&serial), expected);
+    }
 }
