@@ -46,6 +46,10 @@ impl BufferPool {
     /// Hand a parsed chunk's buffer back for the reader to fill again.
     pub fn give(&self, mut buf: Vec<u8>) {
         buf.clear();
+        // One that grew around a long line goes: the pool would keep it.
+        if buf.capacity() > 2 * (CHUNK_BYTES + 4096) {
+            return;
+        }
         if let Ok(mut pool) = self.0.lock()
             && pool.len() < POOL_BUFFERS
         {
@@ -392,4 +396,23 @@ pub fn excerpt(raw: &[u8]) -> String {
         out.push('…');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_reuses_chunk_buffers_but_not_ones_grown_around_a_long_line() {
+        let pool = BufferPool::default();
+        let mut buf = pool.take();
+        buf.extend_from_slice(b"{}\n");
+        let at = buf.as_ptr();
+        pool.give(buf);
+        let again = pool.take();
+        assert_eq!(again.as_ptr(), at);
+        assert!(again.is_empty());
+        pool.give(Vec::with_capacity(4 * CHUNK_BYTES));
+        assert_eq!(pool.take().capacity(), CHUNK_BYTES + 4096);
+    }
 }
