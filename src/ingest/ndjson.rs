@@ -34,20 +34,22 @@ pub struct Chunk {
 #[derive(Clone, Default)]
 pub struct BufferPool(Arc<Mutex<Vec<Vec<u8>>>>);
 
+/// A chunk buffer's capacity: a chunk and the partial line carried over.
+const BUFFER_BYTES: usize = CHUNK_BYTES + 4096;
 /// Buffers kept for reuse; more than are ever in flight at once.
 const POOL_BUFFERS: usize = 16;
 
 impl BufferPool {
     fn take(&self) -> Vec<u8> {
         let reused = self.0.lock().ok().and_then(|mut pool| pool.pop());
-        reused.unwrap_or_else(|| Vec::with_capacity(CHUNK_BYTES + 4096))
+        reused.unwrap_or_else(|| Vec::with_capacity(BUFFER_BYTES))
     }
 
     /// Hand a parsed chunk's buffer back for the reader to fill again.
     pub fn give(&self, mut buf: Vec<u8>) {
         buf.clear();
         // One that grew around a long line goes: the pool would keep it.
-        if buf.capacity() > 2 * (CHUNK_BYTES + 4096) {
+        if buf.capacity() > 2 * BUFFER_BYTES {
             return;
         }
         if let Ok(mut pool) = self.0.lock()
@@ -413,6 +415,6 @@ mod tests {
         assert_eq!(again.as_ptr(), at);
         assert!(again.is_empty());
         pool.give(Vec::with_capacity(4 * CHUNK_BYTES));
-        assert_eq!(pool.take().capacity(), CHUNK_BYTES + 4096);
+        assert_eq!(pool.take().capacity(), BUFFER_BYTES);
     }
 }

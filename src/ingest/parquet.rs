@@ -84,6 +84,13 @@ fn own_table(
     (table, get(RUN_KEY))
 }
 
+/// A reader over the file at `path`, or why it cannot be read.
+fn reader_builder(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>, String> {
+    let file = File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+    ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| format!("not a readable Parquet file: {e}"))
+}
+
 fn open(input: &Input, threads: usize) -> Opened {
     let failed = |e: String| Opened {
         kind: Kind::Foreign,
@@ -91,13 +98,9 @@ fn open(input: &Input, threads: usize) -> Opened {
         batches: Vec::new(),
         error: Some(e),
     };
-    let file = match File::open(&input.path) {
-        Ok(f) => f,
-        Err(e) => return failed(format!("cannot open: {e}")),
-    };
-    let builder = match ParquetRecordBatchReaderBuilder::try_new(file) {
+    let builder = match reader_builder(&input.path) {
         Ok(b) => b,
-        Err(e) => return failed(format!("not a readable Parquet file: {e}")),
+        Err(e) => return failed(e),
     };
     let (table, run) = own_table(&builder);
     let kind = match table {
@@ -161,13 +164,7 @@ fn decode(path: &Path, builder: ParquetRecordBatchReaderBuilder<File>, threads: 
                     if group >= groups {
                         break;
                     }
-                    let opened = File::open(path)
-                        .map_err(|e| format!("cannot open: {e}"))
-                        .and_then(|f| {
-                            ParquetRecordBatchReaderBuilder::try_new(f)
-                                .map_err(|e| format!("not a readable Parquet file: {e}"))
-                        });
-                    let result = match opened {
+                    let result = match reader_builder(path) {
                         Ok(b) => read_batches(b.with_row_groups(vec![group])),
                         Err(e) => (Vec::new(), Some(e)),
                     };
@@ -247,6 +244,7 @@ pub fn read_all(inputs: &[Input], opts: &IngestOptions) -> ParquetRead {
             out.errors.push((input_idx, e));
         }
         let mut row = 0u64;
+        let mut shape = ChunkShape::default();
         for (chunk_idx, batch) in opened.batches.into_iter().enumerate() {
             let chunk_idx = chunk_idx as u32;
             let parsed = match opened.kind {
@@ -297,7 +295,7 @@ pub fn read_all(inputs: &[Input], opts: &IngestOptions) -> ParquetRead {
                         Arc::from(input.display.as_str()),
                         opts.max_line_bytes,
                         norm,
-                        &mut ChunkShape::default(),
+                        &mut shape,
                     )
                 }
             };
@@ -488,9 +486,7 @@ pub struct OwnFile {
 /// `seq` and `redeliveries` columns. Anything else is an error that says so.
 pub fn describe_own(input: &Input) -> Result<OwnFile, String> {
     use datafusion::parquet::arrow::ProjectionMask;
-    let file = File::open(&input.path).map_err(|e| format!("cannot open: {e}"))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| format!("not a readable Parquet file: {e}"))?;
+    let builder = reader_builder(&input.path)?;
     let (Some(table), run) = own_table(&builder) else {
         return Err(
             "not written by this version of `hvaudit convert`; a cluster or --in-place \
@@ -600,12 +596,11 @@ mod tests {
     #[test]
     fn row_groups_decoded_in_parallel_come_back_in_file_order() {
         let file = numbered_file(7, 1000);
-        let builder = |p: &Path| ParquetRecordBatchReaderBuilder::try_new(File::open(p).unwrap());
         let path = file.path();
-        assert_eq!(builder(path).unwrap().metadata().num_row_groups(), 7);
-        let (parallel, error) = decode(path, builder(path).unwrap(), 3);
+        assert_eq!(reader_builder(path).unwrap().metadata().num_row_groups(), 7);
+        let (parallel, error) = decode(path, reader_builder(path).unwrap(), 3);
         assert!(error.is_none());
-        let (serial, _) = decode(path, builder(path).unwrap(), 1);
+        let (serial, _) = decode(path, reader_builder(path).unwrap(), 1);
         let expected: Vec<i64> = (0..7000).collect();
         assert_eq!(numbers(&parallel), expected);
         assert_eq!(numbers(&serial), expected);

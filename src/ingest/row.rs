@@ -170,8 +170,7 @@ const STR_COLS: [&str; 50] = [
     "evidence_chain",
 ];
 
-/// Expected text bytes per row of a column, to size its buffer before any
-/// chunk has been measured.
+/// Expected text bytes per row of a column, to size a worker's first chunk.
 fn text_bytes_per_row(column: &str) -> usize {
     match column {
         "payload" => 160,
@@ -206,10 +205,9 @@ impl Default for ChunkShape {
 }
 
 impl EventBuilders {
-    /// Builders for `capacity` rows with text buffers sized by a guess.
+    /// Builders for `capacity` rows; text buffers grow as rows come.
     pub fn new(src_file: Arc<str>, capacity: usize) -> Self {
-        let cap = capacity.max(16);
-        Self::with_capacities(src_file, cap, |i| cap * text_bytes_per_row(STR_COLS[i]), 0)
+        Self::with_capacities(src_file, capacity.max(16), |_| 0, 0)
     }
 
     /// Builders for a chunk of `input_bytes`, sized as the last one was.
