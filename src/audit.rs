@@ -1,7 +1,8 @@
 //! The front door: configure an audit, run it, get a `Report`.
 
 use crate::engine::{self, EngineOptions, RuleSettings};
-use crate::finding::{Finding, InputSummary, Report, Span, TimeBucket};
+use crate::finding::{InputSummary, Report, Span, TimeBucket};
+use crate::findings::Findings;
 use crate::ingest::inputs::InputError;
 use crate::ingest::{IngestOptions, Ingested, ingest};
 use crate::rules::{
@@ -200,17 +201,13 @@ async fn audit_session(
     engine::register_settings(ctx, &cfg.rule_settings())?;
     let mut rule_errors = rules::register_views(ctx, catalog, materialize).await;
     let bar = crate::progress::rules_bar(cfg.progress, catalog.rules.len());
-    let run = rules::run(ctx, catalog, &bar).await;
+    let window = rules::Window {
+        since: cfg.since,
+        until: cfg.until,
+    };
+    let run = rules::run(ctx, catalog, &bar, window).await;
     rule_errors.extend(run.errors);
-    let findings: Vec<Finding> = run
-        .findings
-        .into_iter()
-        .filter(|f| {
-            let after = cfg.since.is_none_or(|s| f.at.is_none_or(|t| t >= s));
-            let before = cfg.until.is_none_or(|u| f.at.is_none_or(|t| t <= u));
-            after && before
-        })
-        .collect();
+    let findings = run.findings;
     let unresolved_basis = count(ctx, "SELECT count(*) FROM unresolved_basis")
         .await
         .unwrap_or(0);
@@ -237,7 +234,7 @@ const BUCKETS: i64 = 60;
 async fn buckets(
     ctx: &SessionContext,
     span: &Span,
-    findings: &[Finding],
+    findings: &Findings,
 ) -> datafusion::error::Result<Vec<TimeBucket>> {
     let (Some(from), Some(to)) = (span.from, span.to) else {
         return Ok(Vec::new());
@@ -269,7 +266,7 @@ async fn buckets(
             out[i].events += count.value(r).max(0) as u64;
         }
     }
-    for f in findings {
+    for f in findings.keys() {
         if let Some(at) = f.at {
             let i = ((at.timestamp_micros() - min) / width).clamp(0, n as i64 - 1) as usize;
             out[i].findings += 1;

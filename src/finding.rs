@@ -1,5 +1,6 @@
 //! Findings and the audit report model that every renderer reads.
 
+use crate::findings::{FindingKey, Findings};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -200,7 +201,7 @@ pub struct Report {
     /// naming events that are not in the input.
     pub unresolved_basis: u64,
     /// Already sorted by `Finding::sort_key`.
-    pub findings: Vec<Finding>,
+    pub findings: Findings,
     /// Rules that failed to parse or run, with their error.
     pub rule_errors: Vec<(String, String)>,
     /// Events and findings over the span in equal buckets (about 60), for
@@ -235,17 +236,20 @@ impl Report {
             .map(|s| {
                 (
                     *s,
-                    self.findings.iter().filter(|f| f.severity == *s).count(),
+                    self.findings.keys().filter(|f| f.severity == *s).count(),
                 )
             })
             .collect()
     }
 
     /// Count of findings per key, sorted by count descending then key.
-    pub fn counts_by<F: Fn(&Finding) -> Option<&str>>(&self, key: F) -> Vec<(String, usize)> {
+    pub fn counts_by<F: for<'a> Fn(&FindingKey<'a>) -> Option<&'a str>>(
+        &self,
+        key: F,
+    ) -> Vec<(String, usize)> {
         let mut map = std::collections::BTreeMap::<&str, usize>::new();
-        for f in &self.findings {
-            if let Some(k) = key(f) {
+        for f in self.findings.keys() {
+            if let Some(k) = key(&f) {
                 *map.entry(k).or_default() += 1;
             }
         }

@@ -12,6 +12,7 @@ pub mod cluster;
 pub mod commands;
 pub mod engine;
 pub mod finding;
+pub mod findings;
 pub mod ingest;
 pub mod output;
 pub mod progress;
@@ -22,3 +23,4 @@ pub mod signals;
 pub mod synth;
 
 pub use finding::{Finding, InputSummary, Location, Report, RuleMeta, Severity};
+pub use findings::{FindingKey, Findings};

@@ -101,12 +101,12 @@ fn upstream_fixtures_give_the_outcome_of_spec_notes_section_9() {
                     report
                         .findings
                         .iter()
-                        .any(|f| f.rule == *rule && names(f, what)),
+                        .any(|f| f.rule == *rule && names(&f, what)),
                     "{fx}: expected {rule} naming {what}; got {:?}",
                     report
                         .findings
                         .iter()
-                        .map(|f| (&f.rule, &f.event_ids))
+                        .map(|f| (f.rule.clone(), f.event_ids.clone()))
                         .collect::<Vec<_>>()
                 );
             }
@@ -118,7 +118,7 @@ fn upstream_fixtures_give_the_outcome_of_spec_notes_section_9() {
                 let expected = v02
                     && EXPECTED
                         .iter()
-                        .any(|(fx, rule, what)| *fx == name && *rule == f.rule && names(f, what));
+                        .any(|(fx, rule, what)| *fx == name && *rule == f.rule && names(&f, what));
                 let fault = FIXTURE_FAULTS
                     .iter()
                     .any(|(fx, rule)| *fx == name && *rule == f.rule);

@@ -154,7 +154,7 @@ fn sample() -> Report {
             rule("HV-QUIET-010", Severity::Medium, "quiet"),
         ],
         unresolved_basis: 2,
-        findings,
+        findings: findings.into(),
         rule_errors: vec![(
             "HV-BROKEN-099".into(),
             "SQL error: <near> `FROM`\x1b[1m".into(),
@@ -179,10 +179,12 @@ fn bucket(from: DateTime<Utc>, secs: i64, events: u64, findings: u64) -> TimeBuc
 /// The sample plus a 10 000-character message.
 fn hostile() -> Report {
     let mut r = sample();
-    let mut long = r.findings[1].clone();
+    let mut findings = r.findings.to_vec();
+    let mut long = findings[1].clone();
     long.message = "</script>|".repeat(1000);
     long.fingerprint = "long".into();
-    r.findings.insert(2, long);
+    findings.insert(2, long);
+    r.findings = findings.into();
     r
 }
 
@@ -431,10 +433,12 @@ fn every_format_carries_each_findings_timeline() {
 fn hostile_rules() -> Report {
     let mut r = sample();
     let evil = "x</text><script>alert(1)</script><text>\"'&";
-    for f in &mut r.findings {
+    let mut findings = r.findings.to_vec();
+    for f in &mut findings {
         f.rule = evil.into();
         f.family = format!("{evil}\x1b[31m");
     }
+    r.findings = findings.into();
     r.rules[0].id = evil.into();
     r
 }
@@ -578,7 +582,7 @@ fn sarif_validates_against_the_oasis_schema() {
 #[test]
 fn empty_report_renders_in_every_format() {
     let mut r = sample();
-    r.findings.clear();
+    r.findings = Vec::new().into();
     r.inputs.clear();
     r.rule_errors.clear();
     r.span = Span {

@@ -144,12 +144,12 @@ fn sorted(mut v: Vec<(Option<String>, Vec<String>)>) -> Vec<(Option<String>, Vec
     v
 }
 
-fn messages<'a>(report: &'a Report, rule: &str) -> Vec<&'a str> {
+fn messages(report: &Report, rule: &str) -> Vec<String> {
     report
         .findings
         .iter()
         .filter(|f| f.rule == rule)
-        .map(|f| f.message.as_str())
+        .map(|f| f.message.clone())
         .collect()
 }
 
@@ -223,7 +223,7 @@ fn cancel_not_cascaded_fires_for_a_child_that_completes_after_its_parent_was_can
         findings_of(&r, "orphan.cancel_not_cascaded"),
         vec![f("task_bad", &["bad_end", "p_cancel", "bad_sub"])]
     );
-    let msg = messages(&r, "orphan.cancel_not_cascaded")[0];
+    let msg = &messages(&r, "orphan.cancel_not_cascaded")[0];
     assert!(msg.contains("task_p"), "{msg}");
     assert!(
         msg.contains("task.completed at 2026-07-14T10:00:12.000Z"),
@@ -386,7 +386,7 @@ fn terminated_early_fires_on_the_upstream_parent_child_negative_fixture() {
         findings_of(&r, "parent.terminated_early"),
         vec![f("task_parent", &["evt_pcneg_007", "evt_pcneg_004"])]
     );
-    let msg = messages(&r, "parent.terminated_early")[0];
+    let msg = &messages(&r, "parent.terminated_early")[0];
     assert!(
         msg.contains("task.completed at 2026-07-14T12:30:10.000Z"),
         "{msg}"
@@ -588,7 +588,7 @@ fn rebound_fires_when_a_token_shows_up_with_another_binding_and_not_when_fields_
         findings_of(&r, "token.rebound"),
         vec![f("task_a", &["x_use", "a_hand"])]
     );
-    let msg = messages(&r, "token.rebound")[0];
+    let msg = &messages(&r, "token.rebound")[0];
     assert!(
         msg.contains("delegated_to agent:x instead of agent:worker"),
         "{msg}"
@@ -1057,7 +1057,7 @@ fn conflicting_parent_fires_for_two_parents_and_not_for_one_parent_named_twice()
         findings_of(&r, "lifecycle.conflicting_parent"),
         vec![f("task_a", &["a_acc", "a_sub"])]
     );
-    let msg = messages(&r, "lifecycle.conflicting_parent")[0];
+    let msg = &messages(&r, "lifecycle.conflicting_parent")[0];
     assert!(msg.contains("task_p") && msg.contains("task_q"), "{msg}");
 }
 
@@ -1081,7 +1081,7 @@ fn aep_01_runtime_semantics_flow_gives_no_finding_of_medium_or_higher() {
         .findings
         .iter()
         .filter(|f| mine(&f.rule) && f.severity >= Severity::Medium)
-        .map(|f| (&f.rule, &f.event_ids))
+        .map(|f| (f.rule.clone(), f.event_ids.clone()))
         .collect();
     assert!(serious.is_empty(), "{serious:?}");
 }

@@ -70,13 +70,14 @@ fn severities(report: &Report, rule: &str) -> Vec<(String, Severity)> {
     v
 }
 
-fn message_of<'a>(report: &'a Report, rule: &str) -> &'a str {
-    &report
+fn message_of(report: &Report, rule: &str) -> String {
+    report
         .findings
         .iter()
         .find(|f| f.rule == rule)
         .unwrap_or_else(|| panic!("no {rule} finding"))
         .message
+        .clone()
 }
 
 const MY_RULES: &[&str] = &[
@@ -888,5 +889,33 @@ fn upstream_valid_fixtures_stay_silent_for_these_rules() {
         let r = audit(&lines(fixture));
         no_rule_errors(&r);
         assert_eq!(my_findings(&r), vec![], "{name}");
+    }
+}
+
+/// More findings than one `IN` list holds are located by one scan: every
+/// finding still names its own event and line.
+#[test]
+fn thousands_of_findings_each_cite_their_own_line() {
+    let n = 5000;
+    let lines: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                r#"{{"spec_version":"0.2","id":"evt_{i:05}","type":"vendor.custom_probe","source":"agent:probe","session_id":"s","created_at":"2026-07-14T10:{:02}:{:02}.000Z","payload":{{}}}}"#,
+                i / 60 % 60,
+                i % 60
+            )
+        })
+        .collect();
+    let r = audit_lines(&lines, |_| {});
+    let found: Vec<_> = r
+        .findings
+        .iter()
+        .filter(|f| f.rule == "envelope.unknown_type")
+        .map(|f| (f.event_ids.clone(), f.locations[0].line))
+        .collect();
+    assert_eq!(found.len(), n);
+    for (ids, line) in found {
+        let i: u64 = ids[0].trim_start_matches("evt_").parse().unwrap();
+        assert_eq!(line, i + 1, "{ids:?}");
     }
 }

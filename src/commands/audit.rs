@@ -50,7 +50,7 @@ pub fn run(args: AuditArgs, quiet: bool) -> anyhow::Result<u8> {
         // A rule that could not run means the audit is incomplete.
         return Ok(2);
     }
-    let failing = report.findings.iter().any(|f| f.severity >= args.fail_on);
+    let failing = report.findings.keys().any(|f| f.severity >= args.fail_on);
     Ok(u8::from(failing))
 }
 

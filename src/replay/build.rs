@@ -10,6 +10,7 @@ use super::{
 use crate::audit::AuditConfig;
 use crate::engine::{self, DEFAULT_DECISION_TYPES};
 use crate::finding::{Finding, Report, Span};
+use crate::findings::Findings;
 use crate::ingest::Ingested;
 use chrono::DateTime;
 use datafusion::error::Result;
@@ -356,7 +357,7 @@ async fn basis(ctx: &SessionContext, timeline: &mut [ReplayEvent]) -> Result<()>
 /// The findings that name a member task or cite an event of the timeline,
 /// in report order.
 fn touching(
-    findings: &[Finding],
+    findings: &Findings,
     members: &BTreeSet<String>,
     timeline: &[ReplayEvent],
 ) -> Vec<Finding> {
@@ -373,7 +374,7 @@ fn touching(
                     .iter()
                     .any(|l| places.contains(&(l.file.as_str(), l.line)))
         })
-        .cloned()
+        .map(std::borrow::Cow::into_owned)
         .collect()
 }
 

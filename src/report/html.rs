@@ -5,11 +5,14 @@
 mod charts;
 
 use super::clean;
-use super::json::ReportJson;
+use super::json::{FindingJson, ReportJson};
 use crate::finding::Report;
+use crate::findings::Findings;
+use minijinja::value::{Enumerator, Object, ObjectRepr};
 use minijinja::{Environment, Value, context};
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::sync::Arc;
 
 const TEMPLATE: &str = include_str!("report.html");
 /// The `.html` suffix turns minijinja's autoescaping on.
@@ -42,21 +45,59 @@ pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()>
             ]))
         })
         .collect();
-    let by_rule = report.counts_by(|f| Some(&f.rule));
+    let by_rule = report.counts_by(|f| Some(f.rule));
+    // The report without its findings, which the template reaches one at a
+    // time as it writes them.
+    let serde_json::Value::Object(summary) = serde_json::to_value(ReportJson::summary(report))?
+    else {
+        anyhow::bail!("a report serializes as a JSON object");
+    };
+    let mut summary: BTreeMap<String, Value> = summary
+        .iter()
+        .map(|(k, v)| (k.clone(), from_json(v)))
+        .collect();
+    summary.insert(
+        "findings".into(),
+        Value::from_object(LazyFindings(report.findings.clone())),
+    );
     let ctx = context! {
-        report => from_json(&serde_json::to_value(ReportJson::new(report))?),
+        report => Value::from(summary),
         // Lists of pairs keep the count order a map would sort away.
         by_severity => counts(by_severity),
-        by_family => counts(report.counts_by(|f| Some(&f.family))),
+        by_family => counts(report.counts_by(|f| Some(f.family))),
         rule_chart => charts::rule_bars(report, &by_rule),
         time_chart => charts::time_bars(report),
         span_length => charts::span_length(report),
         by_rule => counts(by_rule),
         rules => rules,
     };
-    let html = env.get_template(NAME)?.render(ctx)?;
-    out.write_all(html.as_bytes())?;
+    env.get_template(NAME)?.render_captured_to(ctx, &mut *out)?;
     Ok(())
+}
+
+/// The findings as a template sequence whose items are built as the loop
+/// reaches them.
+#[derive(Debug)]
+struct LazyFindings(Findings);
+
+impl Object for LazyFindings {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Iterable
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        let findings = self.0.clone();
+        Enumerator::Iter(Box::new((0..findings.len()).map(move |i| {
+            findings.get(i).map_or(Value::UNDEFINED, |f| {
+                serde_json::to_value(FindingJson::new(&f))
+                    .map_or(Value::UNDEFINED, |v| from_json(&v))
+            })
+        })))
+    }
+
+    fn enumerator_len(self: &Arc<Self>) -> Option<usize> {
+        Some(self.0.len())
+    }
 }
 
 /// minijinja is built without its serde feature, so the JSON model is

@@ -4,8 +4,9 @@
 
 use super::identity_holds;
 use crate::finding::{Finding, InputSummary, Report, Severity, fmt_instant};
+use crate::findings::Findings;
 use serde::Serialize;
-use serde::ser::{SerializeMap, Serializer};
+use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use std::io::Write;
 
 pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()> {
@@ -25,16 +26,23 @@ pub(super) struct ReportJson<'a> {
     unresolved_basis: u64,
     rules: Vec<&'a str>,
     rule_errors: Vec<RuleErrorJson<'a>>,
-    findings: FindingsJson<'a>,
+    /// None for the summary the HTML page reads (its findings come one at
+    /// a time).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    findings: Option<FindingsJson<'a>>,
 }
 
 /// The findings, each shaped as it is written: a million findings are not
 /// held a second time as JSON views.
-pub(super) struct FindingsJson<'a>(&'a [Finding]);
+pub(super) struct FindingsJson<'a>(&'a Findings);
 
 impl Serialize for FindingsJson<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.iter().map(FindingJson::new))
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for f in self.0.iter() {
+            seq.serialize_element(&FindingJson::new(&f))?;
+        }
+        seq.end()
     }
 }
 
@@ -57,8 +65,8 @@ impl<'a> ReportJson<'a> {
                         .map(|(s, n)| (s.as_str().to_string(), n))
                         .collect(),
                 ),
-                by_rule: Counts(report.counts_by(|f| Some(&f.rule))),
-                by_family: Counts(report.counts_by(|f| Some(&f.family))),
+                by_rule: Counts(report.counts_by(|f| Some(f.rule))),
+                by_family: Counts(report.counts_by(|f| Some(f.family))),
             },
             accounting: AccountingJson::new(&report.totals(), identity_holds(report)),
             unresolved_basis: report.unresolved_basis,
@@ -68,7 +76,15 @@ impl<'a> ReportJson<'a> {
                 .iter()
                 .map(|(rule, error)| RuleErrorJson { rule, error })
                 .collect(),
-            findings: FindingsJson(&report.findings),
+            findings: Some(FindingsJson(&report.findings)),
+        }
+    }
+
+    /// Everything but the findings.
+    pub(super) fn summary(report: &'a Report) -> Self {
+        Self {
+            findings: None,
+            ..Self::new(report)
         }
     }
 }

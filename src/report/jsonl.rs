@@ -6,9 +6,9 @@ use crate::finding::Report;
 use std::io::Write;
 
 pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()> {
-    for f in &report.findings {
+    for f in report.findings.iter() {
         // serde_json escapes control characters, so a message cannot split a line.
-        serde_json::to_writer(&mut *out, &FindingJson::new(f))?;
+        serde_json::to_writer(&mut *out, &FindingJson::new(&f))?;
         out.write_all(b"\n")?;
     }
     Ok(())

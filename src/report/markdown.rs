@@ -5,6 +5,7 @@
 use super::{clean, file_line, identity_holds, identity_word, top_tasks};
 use crate::finding::{Finding, InputSummary, Report, Severity, fmt_instant};
 use chrono::{DateTime, Utc};
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 pub(super) fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
@@ -104,8 +105,8 @@ fn counts(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         .collect();
     let tables = [
         ("By severity", "Severity", by_sev),
-        ("By family", "Family", report.counts_by(|f| Some(&f.family))),
-        ("By rule", "Rule", report.counts_by(|f| Some(&f.rule))),
+        ("By family", "Family", report.counts_by(|f| Some(f.family))),
+        ("By rule", "Rule", report.counts_by(|f| Some(f.rule))),
         ("Top tasks", "Task", top_tasks(report)),
     ];
     for (title, key, counts) in tables {
@@ -130,21 +131,25 @@ fn findings(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out)?;
         writeln!(out, "None.")?;
     }
-    for sev in Severity::ALL {
-        let group: Vec<&Finding> = report
-            .findings
-            .iter()
-            .filter(|f| f.severity == sev)
-            .collect();
-        if group.is_empty() {
-            continue;
-        }
-        writeln!(out)?;
-        writeln!(out, "### {} ({})", title_case(sev), group.len())?;
-        for (n, f) in group.into_iter().enumerate() {
+    // Report order puts the most severe first, so each severity is one run.
+    let counts: BTreeMap<Severity, usize> = report.counts_by_severity().into_iter().collect();
+    let mut current = None;
+    let mut n = 0;
+    for f in report.findings.iter() {
+        if current != Some(f.severity) {
+            current = Some(f.severity);
+            n = 0;
             writeln!(out)?;
-            finding(n + 1, f, out)?;
+            writeln!(
+                out,
+                "### {} ({})",
+                title_case(f.severity),
+                counts.get(&f.severity).copied().unwrap_or(0)
+            )?;
         }
+        n += 1;
+        writeln!(out)?;
+        finding(n, &f, out)?;
     }
     Ok(())
 }

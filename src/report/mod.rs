@@ -87,13 +87,13 @@ const TOP_TASKS: usize = 5;
 
 /// The tasks with the most findings, most first.
 fn top_agents(report: &Report) -> Vec<(String, usize)> {
-    let mut agents = report.counts_by(|f| f.agent.as_deref());
+    let mut agents = report.counts_by(|f| f.agent);
     agents.truncate(TOP_TASKS);
     agents
 }
 
 fn top_tasks(report: &Report) -> Vec<(String, usize)> {
-    let mut tasks = report.counts_by(|f| f.task_id.as_deref());
+    let mut tasks = report.counts_by(|f| f.task_id);
     tasks.truncate(TOP_TASKS);
     tasks
 }

@@ -4,6 +4,8 @@
 
 use super::identity_holds;
 use crate::finding::{Finding, InputSummary, Location, Report, RuleMeta, Severity, fmt_instant};
+use crate::findings::Findings;
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Value, json};
 use serde_sarif::sarif;
 use std::collections::BTreeMap;
@@ -31,13 +33,6 @@ pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()>
         .tool(driver)
         .invocations(vec![invocation(report)])
         .artifacts(artifacts(report))
-        .results(
-            report
-                .findings
-                .iter()
-                .map(|f| result(f, index.get(f.rule.as_str()).copied()))
-                .collect::<Vec<_>>(),
-        )
         .column_kind("unicodeCodePoints")
         .properties(bag([
             (
@@ -53,11 +48,76 @@ pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()>
     let log = sarif::Sarif::builder()
         .schema(SCHEMA)
         .version(sarif::Version::V2_1_0.to_string())
-        .runs(vec![run])
+        .runs(Vec::new())
         .build();
+    // The log and its run without results are small; the results are
+    // made one at a time as they are written.
+    let (Value::Object(log), Value::Object(run)) =
+        (serde_json::to_value(&log)?, serde_json::to_value(&run)?)
+    else {
+        anyhow::bail!("a SARIF log serializes as a JSON object");
+    };
+    let results = Results {
+        findings: &report.findings,
+        index: &index,
+    };
+    let run = WithEntry {
+        map: &run,
+        key: "results",
+        value: results,
+    };
+    let log = WithEntry {
+        map: &log,
+        key: "runs",
+        value: [run],
+    };
     serde_json::to_writer_pretty(&mut *out, &log)?;
     out.write_all(b"\n")?;
     Ok(())
+}
+
+/// A JSON object: the entries of `map` with `key: value` in place of any
+/// entry named `key`, in key order (the order serde_json writes its maps in),
+/// `value` serialized as it is written.
+struct WithEntry<'a, T> {
+    map: &'a serde_json::Map<String, Value>,
+    key: &'static str,
+    value: T,
+}
+
+impl<T: Serialize> Serialize for WithEntry<'_, T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.map.len() + 1))?;
+        let mut pending = Some(&self.value);
+        for (k, v) in self.map.iter().filter(|(k, _)| k.as_str() != self.key) {
+            if k.as_str() > self.key
+                && let Some(value) = pending.take()
+            {
+                m.serialize_entry(self.key, value)?;
+            }
+            m.serialize_entry(k, v)?;
+        }
+        if let Some(value) = pending {
+            m.serialize_entry(self.key, value)?;
+        }
+        m.end()
+    }
+}
+
+/// The run's results, each built from its finding as it is written.
+struct Results<'a> {
+    findings: &'a Findings,
+    index: &'a BTreeMap<&'a str, usize>,
+}
+
+impl Serialize for Results<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.findings.len()))?;
+        for f in self.findings {
+            seq.serialize_element(&result(&f, self.index.get(f.rule.as_str()).copied()))?;
+        }
+        seq.end()
+    }
 }
 
 /// SARIF has three result levels; critical and high both fail a build.

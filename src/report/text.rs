@@ -38,8 +38,8 @@ pub fn render_text(report: &Report, opts: &TextOptions, out: &mut dyn Write) -> 
     if report.findings.is_empty() {
         writeln!(out, "  none")?;
     }
-    for f in &report.findings {
-        finding(f, st, out)?;
+    for f in report.findings.iter() {
+        finding(&f, st, out)?;
     }
     Ok(())
 }
@@ -151,8 +151,8 @@ fn counts(report: &Report, st: Style, out: &mut dyn Write) -> io::Result<()> {
         by_sev.join(", ")
     )?;
     let sections: [(&str, Vec<(String, usize)>); 4] = [
-        ("By family", report.counts_by(|f| Some(&f.family))),
-        ("By rule", report.counts_by(|f| Some(&f.rule))),
+        ("By family", report.counts_by(|f| Some(f.family))),
+        ("By rule", report.counts_by(|f| Some(f.rule))),
         ("Top tasks", top_tasks(report)),
         ("Top agents", top_agents(report)),
     ];

@@ -2,32 +2,28 @@
 
 pub mod catalog;
 
-use crate::finding::{Finding, Location, Severity, TimelineEntry};
+use crate::findings::{Compact, Findings, Interner, Place, Places, Row, RuleLabel};
 use catalog::Catalog;
 use chrono::{DateTime, Utc};
-use datafusion::arrow::array::{Array, AsArray, ListArray, RecordBatch, StringArray};
+use datafusion::arrow::array::{Array, AsArray, BooleanArray, ListArray, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Int64Type};
 use datafusion::datasource::MemTable;
 use datafusion::error::DataFusionError;
 use datafusion::prelude::SessionContext;
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-
-/// A rule row before its events are looked up.
-#[derive(Debug, Clone)]
-struct RawFinding {
-    rule: usize,
-    severity: Severity,
-    task_id: Option<String>,
-    message: String,
-    seqs: Vec<i64>,
-}
 
 /// What the rules produced.
 pub struct RuleRun {
-    pub findings: Vec<Finding>,
+    pub findings: Findings,
     /// (rule or view file, error) for everything that failed.
     pub errors: Vec<(String, String)>,
+}
+
+/// Report only findings whose first event lies in `[since, until]`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Window {
+    pub since: Option<DateTime<Utc>>,
+    pub until: Option<DateTime<Utc>>,
 }
 
 /// Register the catalog's views; a view that fails is reported, not fatal
@@ -69,39 +65,48 @@ pub async fn run(
     ctx: &SessionContext,
     catalog: &Catalog,
     progress: &indicatif::ProgressBar,
+    window: Window,
 ) -> RuleRun {
     use futures::StreamExt;
-    let mut raw = Vec::new();
+    let mut rows = Vec::new();
     let mut errors = Vec::new();
+    // One copy of each task id, shared with the places looked up later.
+    let mut strings = Interner::default();
     // A few rules at once: each query has serial stretches (planning, the
     // final merge) that leave cores idle. `buffered` keeps catalog order,
     // so the output does not depend on which rule finishes first.
     let mut results = futures::stream::iter(catalog.rules.iter().enumerate())
         .map(|(i, rule)| async move {
             let started = std::time::Instant::now();
-            let result = run_one(ctx, rule, i).await;
+            let result = run_one(ctx, rule).await;
             timing("rule", &rule.meta.id, started);
-            (rule, result)
+            (i, rule, result)
         })
         .buffered(rules_at_once());
-    while let Some((rule, result)) = results.next().await {
+    while let Some((i, rule, result)) = results.next().await {
         progress.set_message(rule.meta.id.clone());
-        match result {
-            Ok(mut rows) => raw.append(&mut rows),
-            Err(e) => errors.push((rule.meta.id.clone(), e.to_string())),
+        // A rule whose rows do not have the required shape adds none.
+        let before = rows.len();
+        let result = result.and_then(|b| add_rows(&b, rule, i as u32, &mut strings, &mut rows));
+        if let Err(e) = result {
+            rows.truncate(before);
+            errors.push((rule.meta.id.clone(), e.to_string()));
         }
         progress.inc(1);
     }
     progress.finish_and_clear();
     let started = std::time::Instant::now();
-    let resolved = resolve(ctx, catalog, raw).await;
+    let resolved = resolve(ctx, catalog, rows, strings, window).await;
     timing("resolve", "(locating events)", started);
     match resolved {
-        Ok(findings) => RuleRun { findings, errors },
+        Ok(findings) => RuleRun {
+            findings: findings.into(),
+            errors,
+        },
         Err(e) => {
             errors.push(("(locating events)".into(), e.to_string()));
             RuleRun {
-                findings: Vec::new(),
+                findings: Findings::default(),
                 errors,
             }
         }
@@ -131,11 +136,20 @@ fn timing(kind: &str, name: &str, started: std::time::Instant) {
 async fn run_one(
     ctx: &SessionContext,
     rule: &catalog::Rule,
-    index: usize,
-) -> datafusion::error::Result<Vec<RawFinding>> {
-    let batches = ctx.sql(&rule.sql).await?.collect().await?;
-    let mut out = Vec::new();
-    for b in &batches {
+) -> datafusion::error::Result<Vec<RecordBatch>> {
+    ctx.sql(&rule.sql).await?.collect().await
+}
+
+/// Append one rule's result rows to `rows`, checking the columns a rule must
+/// return.
+fn add_rows(
+    batches: &[RecordBatch],
+    rule: &catalog::Rule,
+    index: u32,
+    strings: &mut Interner,
+    rows: &mut Vec<Row>,
+) -> datafusion::error::Result<()> {
+    for b in batches {
         let col = |name: &str| {
             b.column_by_name(name).cloned().ok_or_else(|| {
                 DataFusionError::Plan(format!("the rule must return a column named {name}"))
@@ -163,20 +177,20 @@ async fn run_one(
             let list = seqs.value(r);
             let list = datafusion::arrow::compute::cast(&list, &DataType::Int64)?;
             let list = list.as_primitive::<Int64Type>();
-            out.push(RawFinding {
-                rule: index,
-                severity: sev,
-                task_id: (!task.is_null(r)).then(|| task.value(r).to_string()),
-                message: if message.is_null(r) {
-                    String::new()
+            rows.push(Row::new(
+                index,
+                sev,
+                (!task.is_null(r)).then(|| strings.get(task.value(r))),
+                if message.is_null(r) {
+                    Box::default()
                 } else {
-                    message.value(r).to_string()
+                    message.value(r).into()
                 },
-                seqs: list.iter().flatten().collect(),
-            });
+                list.iter().flatten().collect(),
+            ));
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 fn string_column(a: &Arc<dyn Array>, name: &str) -> datafusion::error::Result<StringArray> {
@@ -185,166 +199,111 @@ fn string_column(a: &Arc<dyn Array>, name: &str) -> datafusion::error::Result<St
     Ok(cast.as_string::<i32>().clone())
 }
 
-/// One event or bad line, as a finding shows it.
-#[derive(Debug, Clone)]
-struct Place {
-    id: Option<String>,
-    source: Option<String>,
-    event_type: String,
-    task_id: Option<String>,
-    file: String,
-    line: u64,
-    at: Option<DateTime<Utc>>,
-}
-
-/// Look up the seqs of every raw finding, then build the findings.
+/// Look up the events every row cites, then resolve, filter and sort the
+/// rows into findings.
 async fn resolve(
     ctx: &SessionContext,
     catalog: &Catalog,
-    raw: Vec<RawFinding>,
-) -> datafusion::error::Result<Vec<Finding>> {
-    let wanted: BTreeSet<i64> = raw.iter().flat_map(|f| f.seqs.iter().copied()).collect();
-    let places = lookup(ctx, &wanted).await?;
-    let mut findings: Vec<Finding> = raw
-        .into_iter()
-        .map(|f| {
-            let meta = &catalog.rules[f.rule].meta;
-            let found: Vec<&Place> = f.seqs.iter().filter_map(|s| places.get(s)).collect();
-            let mut event_ids: Vec<String> = Vec::new();
-            for p in &found {
-                if let Some(id) = &p.id
-                    && !event_ids.contains(id)
-                {
-                    event_ids.push(id.clone());
-                }
-            }
-            let locations = found
-                .iter()
-                .map(|p| Location {
-                    file: p.file.clone(),
-                    line: p.line,
-                    event_id: p.id.clone(),
-                })
-                .collect();
-            let at = found.iter().filter_map(|p| p.at).min();
-            let mut timeline: Vec<TimelineEntry> = found
-                .iter()
-                .filter_map(|p| {
-                    Some(TimelineEntry {
-                        at: p.at,
-                        event_id: p.id.clone()?,
-                        event_type: p.event_type.clone(),
-                        task_id: p.task_id.clone(),
-                        file: p.file.clone(),
-                        line: p.line,
-                    })
-                })
-                .collect();
-            timeline.sort_by(|a, b| (a.at, &a.file, a.line).cmp(&(b.at, &b.file, b.line)));
-            timeline.dedup();
-            let fingerprint = fingerprint(
-                &meta.id,
-                f.task_id.as_deref(),
-                &event_ids,
-                &f.message,
-                &found,
-            );
-            Finding {
-                rule: meta.id.clone(),
-                severity: f.severity,
-                family: meta.family.clone(),
-                message: f.message,
-                task_id: f.task_id,
-                agent: found.first().and_then(|p| p.source.clone()),
-                event_ids,
-                locations,
-                at,
-                fingerprint,
-                timeline,
-            }
+    rows: Vec<Row>,
+    mut strings: Interner,
+    window: Window,
+) -> datafusion::error::Result<Compact> {
+    let mut wanted: Vec<i64> = rows.iter().flat_map(|r| r.seqs.iter().copied()).collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let mut places = Places::new(wanted);
+    lookup(ctx, &mut places, &mut strings).await?;
+    let labels = catalog
+        .rules
+        .iter()
+        .map(|r| RuleLabel {
+            id: strings.get(&r.meta.id),
+            family: strings.get(&r.meta.family),
         })
         .collect();
-    findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
-    Ok(findings)
+    Ok(Compact::new(
+        labels,
+        rows,
+        places,
+        window.since,
+        window.until,
+    ))
 }
 
-/// Stable across runs: the rule, the task, the events (by id) and the
-/// message, never seq numbers. One rule may report several checks on the same
-/// events (one message each), so the message is part of it. When one id
-/// stands for several versions (conflicting duplicates) or for rejected lines,
-/// their file:line places tell the findings apart.
-fn fingerprint(
-    rule: &str,
-    task: Option<&str>,
-    ids: &[String],
-    message: &str,
-    places: &[&Place],
-) -> String {
-    let mut key = format!("{rule}\u{0}{}\u{0}{message}", task.unwrap_or(""));
-    let mut sorted = ids.to_vec();
-    sorted.sort();
-    for id in &sorted {
-        key.push('\u{0}');
-        key.push_str(id);
-    }
-    if places.len() > ids.len() {
-        let mut at: Vec<String> = places
-            .iter()
-            .map(|p| format!("{}:{}", p.file, p.line))
-            .collect();
-        at.sort();
-        for a in at {
-            key.push('\u{0}');
-            key.push_str(&a);
-        }
-    }
-    format!("{:032x}", xxhash_rust::xxh3::xxh3_128(key.as_bytes()))
-}
+/// Up to this many seqs are fetched with one `IN` list (which prunes Parquet
+/// row groups and stays small on a cluster); more are picked out of one scan.
+const IN_LIST_SEQS: usize = 4096;
 
-/// Fetch id, type, task, file, line and instant for the given seqs from
-/// `events` and `bad_lines`, a bounded IN list at a time.
+/// Fetch id, type, task, file, line and instant for the wanted seqs from
+/// `events` and `bad_lines`.
 async fn lookup(
     ctx: &SessionContext,
-    seqs: &BTreeSet<i64>,
-) -> datafusion::error::Result<BTreeMap<i64, Place>> {
-    let mut out = BTreeMap::new();
-    let all: Vec<i64> = seqs.iter().copied().collect();
-    for part in all.chunks(4096) {
-        let list = part
+    places: &mut Places,
+    strings: &mut Interner,
+) -> datafusion::error::Result<()> {
+    use futures::StreamExt;
+    let wanted = places.wanted();
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let filter = if wanted.len() <= IN_LIST_SEQS {
+        let list = wanted
             .iter()
             .map(i64::to_string)
             .collect::<Vec<_>>()
             .join(",");
-        let sql = format!(
-            "SELECT seq, id, type, task_id, src_file, src_line, created_us, source FROM events WHERE seq IN ({list}) \
-             UNION ALL SELECT seq, id, type, CAST(NULL AS VARCHAR), src_file, src_line, CAST(NULL AS BIGINT), \
-             CAST(NULL AS VARCHAR) FROM bad_lines WHERE seq IN ({list})"
-        );
-        for b in ctx.sql(&sql).await?.collect().await? {
-            add_places(&b, &mut out)?;
-        }
+        format!("WHERE seq IN ({list})")
+    } else {
+        format!(
+            "WHERE seq BETWEEN {} AND {}",
+            wanted[0],
+            wanted[wanted.len() - 1]
+        )
+    };
+    let sql = format!(
+        "SELECT seq, id, type, task_id, src_file, src_line, created_us, source FROM events {filter} \
+         UNION ALL SELECT seq, id, type, CAST(NULL AS VARCHAR), src_file, src_line, CAST(NULL AS BIGINT), \
+         CAST(NULL AS VARCHAR) FROM bad_lines {filter}"
+    );
+    let mut batches = ctx.sql(&sql).await?.execute_stream().await?;
+    while let Some(b) = batches.next().await {
+        add_places(&b?, places, strings)?;
     }
-    Ok(out)
+    Ok(())
 }
 
-fn add_places(b: &RecordBatch, out: &mut BTreeMap<i64, Place>) -> datafusion::error::Result<()> {
+/// The text at row `r`, if any.
+fn text(a: &StringArray, r: usize) -> Option<&str> {
+    (!a.is_null(r)).then(|| a.value(r))
+}
+
+/// Keep the rows of `b` whose seq is wanted as places.
+fn add_places(
+    b: &RecordBatch,
+    places: &mut Places,
+    strings: &mut Interner,
+) -> datafusion::error::Result<()> {
+    let wanted = places.wanted();
+    use datafusion::arrow::compute::{cast, filter_record_batch};
+    let seq = cast(b.column(0), &DataType::Int64)?;
+    let keep: BooleanArray = seq
+        .as_primitive::<Int64Type>()
+        .iter()
+        .map(|s| Some(s.is_some_and(|s| wanted.binary_search(&s).is_ok())))
+        .collect();
+    let b = filter_record_batch(b, &keep)?;
     // The engine may hand text back as Utf8View; cast to the plain types.
     let i64s = |n: usize| -> datafusion::error::Result<_> {
-        Ok(
-            datafusion::arrow::compute::cast(b.column(n), &DataType::Int64)?
-                .as_primitive::<Int64Type>()
-                .clone(),
-        )
+        Ok(cast(b.column(n), &DataType::Int64)?
+            .as_primitive::<Int64Type>()
+            .clone())
     };
     let strs = |n: usize| -> datafusion::error::Result<_> {
-        Ok(
-            datafusion::arrow::compute::cast(b.column(n), &DataType::Utf8)?
-                .as_string::<i32>()
-                .clone(),
-        )
+        Ok(cast(b.column(n), &DataType::Utf8)?
+            .as_string::<i32>()
+            .clone())
     };
-    let source = strs(7)?;
-    let (seq, id, ty, task, file, line, us) = (
+    let (seq, id, ty, task, file, line, us, source) = (
         i64s(0)?,
         strs(1)?,
         strs(2)?,
@@ -352,16 +311,15 @@ fn add_places(b: &RecordBatch, out: &mut BTreeMap<i64, Place>) -> datafusion::er
         strs(4)?,
         i64s(5)?,
         i64s(6)?,
+        strs(7)?,
     );
-    let opt = |a: &StringArray, r: usize| (!a.is_null(r)).then(|| a.value(r).to_string());
     for r in 0..b.num_rows() {
-        // A conflicting version shares the seq space; the first row wins.
-        out.entry(seq.value(r)).or_insert_with(|| Place {
-            id: opt(&id, r),
-            source: opt(&source, r),
-            event_type: opt(&ty, r).unwrap_or_default(),
-            task_id: opt(&task, r),
-            file: file.value(r).to_string(),
+        places.offer(seq.value(r), || Place {
+            id: text(&id, r).map(Box::from),
+            source: text(&source, r).map(|s| strings.get(s)),
+            event_type: strings.get(text(&ty, r).unwrap_or_default()),
+            task_id: text(&task, r).map(|s| strings.get(s)),
+            file: strings.get(file.value(r)),
             line: line.value(r).max(0) as u64,
             at: (!us.is_null(r))
                 .then(|| DateTime::from_timestamp_micros(us.value(r)))

@@ -1,0 +1,546 @@
+//! The findings of a report, in report order. An audit keeps them compact:
+//! one small row per finding (rule, message, task, the seqs of its events)
+//! and one shared place per cited event, with every repeated string (file,
+//! type, agent, task) held once. A `Finding` with its locations and timeline
+//! is built only when a renderer reaches it, so a million findings are never
+//! held in full, let alone twice.
+
+use crate::finding::{Finding, Location, Severity, TimelineEntry};
+use chrono::{DateTime, Utc};
+use serde::ser::SerializeSeq;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// The findings of a report, sorted by `Finding::sort_key`; cheap to clone.
+#[derive(Clone, Default)]
+pub struct Findings(Arc<Store>);
+
+enum Store {
+    /// Built one by one (tests, deserialized reports).
+    Listed(Vec<Finding>),
+    /// Produced by an audit.
+    Compact(Compact),
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Store::Listed(Vec::new())
+    }
+}
+
+/// What the summaries count by, without building a `Finding`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FindingKey<'a> {
+    pub severity: Severity,
+    pub rule: &'a str,
+    pub family: &'a str,
+    pub task_id: Option<&'a str>,
+    pub agent: Option<&'a str>,
+    pub at: Option<DateTime<Utc>>,
+}
+
+impl Findings {
+    pub fn len(&self) -> usize {
+        match &*self.0 {
+            Store::Listed(v) => v.len(),
+            Store::Compact(c) => c.rows.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every finding in report order, built as it is reached.
+    pub fn iter(&self) -> Box<dyn Iterator<Item = Cow<'_, Finding>> + '_> {
+        match &*self.0 {
+            Store::Listed(v) => Box::new(v.iter().map(Cow::Borrowed)),
+            Store::Compact(c) => Box::new(c.rows.iter().map(|r| Cow::Owned(c.finding(r)))),
+        }
+    }
+
+    /// The counting keys of every finding in report order.
+    pub fn keys(&self) -> Box<dyn Iterator<Item = FindingKey<'_>> + '_> {
+        match &*self.0 {
+            Store::Listed(v) => Box::new(v.iter().map(|f| FindingKey {
+                severity: f.severity,
+                rule: &f.rule,
+                family: &f.family,
+                task_id: f.task_id.as_deref(),
+                agent: f.agent.as_deref(),
+                at: f.at,
+            })),
+            Store::Compact(c) => Box::new(c.rows.iter().map(|r| c.key(r))),
+        }
+    }
+
+    /// The finding at `index` in report order.
+    pub fn get(&self, index: usize) -> Option<Cow<'_, Finding>> {
+        match &*self.0 {
+            Store::Listed(v) => v.get(index).map(Cow::Borrowed),
+            Store::Compact(c) => c.rows.get(index).map(|r| Cow::Owned(c.finding(r))),
+        }
+    }
+
+    pub fn to_vec(&self) -> Vec<Finding> {
+        self.iter().map(Cow::into_owned).collect()
+    }
+}
+
+impl<'a> IntoIterator for &'a Findings {
+    type Item = Cow<'a, Finding>;
+    type IntoIter = Box<dyn Iterator<Item = Cow<'a, Finding>> + 'a>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl From<Vec<Finding>> for Findings {
+    fn from(v: Vec<Finding>) -> Self {
+        Findings(Arc::new(Store::Listed(v)))
+    }
+}
+
+impl From<Compact> for Findings {
+    fn from(c: Compact) -> Self {
+        Findings(Arc::new(Store::Compact(c)))
+    }
+}
+
+impl FromIterator<Finding> for Findings {
+    fn from_iter<I: IntoIterator<Item = Finding>>(iter: I) -> Self {
+        Findings::from(iter.into_iter().collect::<Vec<_>>())
+    }
+}
+
+impl std::fmt::Debug for Findings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl PartialEq for Findings {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().zip(other.iter()).all(|(a, b)| a == b)
+    }
+}
+
+impl Serialize for Findings {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.len()))?;
+        for f in self.iter() {
+            seq.serialize_element(&*f)?;
+        }
+        seq.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Findings {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Vec::<Finding>::deserialize(d).map(Findings::from)
+    }
+}
+
+/// One event or rejected line as findings cite it.
+#[derive(Debug, Clone)]
+pub(crate) struct Place {
+    pub id: Option<Box<str>>,
+    pub source: Option<Arc<str>>,
+    pub event_type: Arc<str>,
+    pub task_id: Option<Arc<str>>,
+    pub file: Arc<str>,
+    pub line: u64,
+    pub at: Option<DateTime<Utc>>,
+}
+
+/// The places cited by findings, by seq: a sorted list of the wanted seqs
+/// and, beside it, what was found for each (half the size of a hash map).
+pub(crate) struct Places {
+    seqs: Vec<i64>,
+    found: Vec<Option<Place>>,
+}
+
+impl Places {
+    /// Room for the given seqs (sorted and distinct), none found yet.
+    pub fn new(seqs: Vec<i64>) -> Places {
+        let found = seqs.iter().map(|_| None).collect();
+        Places { seqs, found }
+    }
+
+    pub fn wanted(&self) -> &[i64] {
+        &self.seqs
+    }
+
+    fn index(&self, seq: i64) -> Option<usize> {
+        self.seqs.binary_search(&seq).ok()
+    }
+
+    pub fn get(&self, seq: i64) -> Option<&Place> {
+        self.found[self.index(seq)?].as_ref()
+    }
+
+    /// Record `place` for `seq` if it is wanted. Should two rows share a
+    /// seq (Parquet files of separate converts), the earlier file:line wins,
+    /// whatever order they come in.
+    pub fn offer(&mut self, seq: i64, place: impl FnOnce() -> Place) {
+        let Some(i) = self.index(seq) else { return };
+        let place = place();
+        let slot = &mut self.found[i];
+        if slot
+            .as_ref()
+            .is_none_or(|old| (&place.file, place.line) < (&old.file, old.line))
+        {
+            *slot = Some(place);
+        }
+    }
+
+    /// Forget the places no kept row cites.
+    fn keep_only(&mut self, cited: &HashSet<i64>) {
+        for (seq, slot) in self.seqs.iter().zip(self.found.iter_mut()) {
+            if !cited.contains(seq) {
+                *slot = None;
+            }
+        }
+    }
+}
+
+/// Hands out one shared copy of each distinct string.
+#[derive(Default)]
+pub(crate) struct Interner(HashSet<Arc<str>>);
+
+impl Interner {
+    pub fn get(&mut self, s: &str) -> Arc<str> {
+        if let Some(a) = self.0.get(s) {
+            return a.clone();
+        }
+        let a: Arc<str> = Arc::from(s);
+        self.0.insert(a.clone());
+        a
+    }
+}
+
+/// A rule's id and family, shared by its findings.
+pub(crate) struct RuleLabel {
+    pub id: Arc<str>,
+    pub family: Arc<str>,
+}
+
+/// One rule row: what the rule said and which events it cites.
+pub(crate) struct Row {
+    /// Index into the rule labels (whose order is the rule ids' order).
+    pub rule: u32,
+    pub severity: Severity,
+    pub task_id: Option<Arc<str>>,
+    pub message: Box<str>,
+    pub seqs: Box<[i64]>,
+    /// Filled by `Compact::new` from the places: the earliest instant, the
+    /// fingerprint, and the first cited place found.
+    at: Option<DateTime<Utc>>,
+    fingerprint: u128,
+    first: Option<i64>,
+}
+
+impl Row {
+    pub fn new(
+        rule: u32,
+        severity: Severity,
+        task_id: Option<Arc<str>>,
+        message: Box<str>,
+        seqs: Box<[i64]>,
+    ) -> Row {
+        Row {
+            rule,
+            severity,
+            task_id,
+            message,
+            seqs,
+            at: None,
+            fingerprint: 0,
+            first: None,
+        }
+    }
+}
+
+/// Rule rows with the places they cite, sorted in report order.
+pub(crate) struct Compact {
+    rules: Vec<RuleLabel>,
+    rows: Vec<Row>,
+    places: Places,
+}
+
+impl Compact {
+    /// Resolve each row's instant and fingerprint, keep those whose instant
+    /// lies in `[since, until]` (rows without one always stay), and sort.
+    pub fn new(
+        rules: Vec<RuleLabel>,
+        mut rows: Vec<Row>,
+        mut places: Places,
+        since: Option<DateTime<Utc>>,
+        until: Option<DateTime<Utc>>,
+    ) -> Compact {
+        for r in &mut rows {
+            let found: Vec<&Place> = r.seqs.iter().filter_map(|s| places.get(*s)).collect();
+            r.at = found.iter().filter_map(|p| p.at).min();
+            r.first = r.seqs.iter().copied().find(|s| places.get(*s).is_some());
+            let label = &rules[r.rule as usize];
+            r.fingerprint = fingerprint(&label.id, r.task_id.as_deref(), &r.message, &found);
+        }
+        rows.retain(|r| {
+            let after = since.is_none_or(|s| r.at.is_none_or(|t| t >= s));
+            let before = until.is_none_or(|u| r.at.is_none_or(|t| t <= u));
+            after && before
+        });
+        // Finding::sort_key, with the fingerprint's number for its hex text.
+        let first = |r: &Row| {
+            r.first
+                .and_then(|s| places.get(s))
+                .map(|p| (&p.file, p.line))
+        };
+        rows.sort_by(|a, b| {
+            (
+                std::cmp::Reverse(a.severity),
+                &rules[a.rule as usize].id,
+                a.at,
+            )
+                .cmp(&(
+                    std::cmp::Reverse(b.severity),
+                    &rules[b.rule as usize].id,
+                    b.at,
+                ))
+                .then_with(|| first(a).cmp(&first(b)))
+                .then_with(|| a.fingerprint.cmp(&b.fingerprint))
+        });
+        if since.is_some() || until.is_some() {
+            let cited: HashSet<i64> = rows.iter().flat_map(|r| r.seqs.iter().copied()).collect();
+            places.keep_only(&cited);
+        }
+        Compact {
+            rules,
+            rows,
+            places,
+        }
+    }
+
+    fn found(&self, r: &Row) -> Vec<&Place> {
+        r.seqs.iter().filter_map(|s| self.places.get(*s)).collect()
+    }
+
+    fn key<'a>(&'a self, r: &'a Row) -> FindingKey<'a> {
+        let label = &self.rules[r.rule as usize];
+        FindingKey {
+            severity: r.severity,
+            rule: &label.id,
+            family: &label.family,
+            task_id: r.task_id.as_deref(),
+            agent: r
+                .first
+                .and_then(|s| self.places.get(s))
+                .and_then(|p| p.source.as_deref()),
+            at: r.at,
+        }
+    }
+
+    fn finding(&self, r: &Row) -> Finding {
+        let label = &self.rules[r.rule as usize];
+        let found = self.found(r);
+        let mut event_ids: Vec<String> = Vec::new();
+        for p in &found {
+            if let Some(id) = &p.id
+                && !event_ids.iter().any(|e| **e == **id)
+            {
+                event_ids.push(id.to_string());
+            }
+        }
+        let locations = found
+            .iter()
+            .map(|p| Location {
+                file: p.file.to_string(),
+                line: p.line,
+                event_id: p.id.as_deref().map(str::to_string),
+            })
+            .collect();
+        let mut timeline: Vec<TimelineEntry> = found
+            .iter()
+            .filter_map(|p| {
+                Some(TimelineEntry {
+                    at: p.at,
+                    event_id: p.id.as_deref()?.to_string(),
+                    event_type: p.event_type.to_string(),
+                    task_id: p.task_id.as_deref().map(str::to_string),
+                    file: p.file.to_string(),
+                    line: p.line,
+                })
+            })
+            .collect();
+        timeline.sort_by(|a, b| (a.at, &a.file, a.line).cmp(&(b.at, &b.file, b.line)));
+        timeline.dedup();
+        Finding {
+            rule: label.id.to_string(),
+            severity: r.severity,
+            family: label.family.to_string(),
+            message: r.message.to_string(),
+            task_id: r.task_id.as_deref().map(str::to_string),
+            agent: found
+                .first()
+                .and_then(|p| p.source.as_deref().map(str::to_string)),
+            event_ids,
+            locations,
+            at: r.at,
+            fingerprint: format!("{:032x}", r.fingerprint),
+            timeline,
+        }
+    }
+}
+
+/// Stable across runs: the rule, the task, the events (by id) and the
+/// message, never seq numbers. One rule may report several checks on the same
+/// events (one message each), so the message is part of it. When one id
+/// stands for several versions (conflicting duplicates) or for rejected lines,
+/// their file:line places tell the findings apart.
+fn fingerprint(rule: &str, task: Option<&str>, message: &str, places: &[&Place]) -> u128 {
+    let mut ids: Vec<&str> = Vec::new();
+    for p in places {
+        if let Some(id) = p.id.as_deref()
+            && !ids.contains(&id)
+        {
+            ids.push(id);
+        }
+    }
+    let mut key = format!("{rule}\u{0}{}\u{0}{message}", task.unwrap_or(""));
+    let distinct = ids.len();
+    ids.sort_unstable();
+    for id in ids {
+        key.push('\u{0}');
+        key.push_str(id);
+    }
+    if places.len() > distinct {
+        let mut at: Vec<String> = places
+            .iter()
+            .map(|p| format!("{}:{}", p.file, p.line))
+            .collect();
+        at.sort();
+        for a in at {
+            key.push('\u{0}');
+            key.push_str(&a);
+        }
+    }
+    xxhash_rust::xxh3::xxh3_128(key.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn place(file: &str, line: u64, id: &str, at_us: i64) -> Place {
+        Place {
+            id: Some(id.into()),
+            source: Some("agent:a".into()),
+            event_type: "vendor.x".into(),
+            task_id: None,
+            file: file.into(),
+            line,
+            at: DateTime::from_timestamp_micros(at_us),
+        }
+    }
+
+    fn labels() -> Vec<RuleLabel> {
+        ["a.rule", "b.rule"]
+            .into_iter()
+            .map(|id| RuleLabel {
+                id: id.into(),
+                family: "f".into(),
+            })
+            .collect()
+    }
+
+    fn row(rule: u32, severity: Severity, seqs: &[i64]) -> Row {
+        Row::new(rule, severity, None, "m".into(), seqs.into())
+    }
+
+    #[test]
+    fn a_shared_seq_keeps_the_earlier_place_whatever_the_order() {
+        for flip in [false, true] {
+            let mut places = Places::new(vec![3, 7]);
+            let (x, y) = (place("b.ndjson", 1, "e1", 0), place("a.ndjson", 9, "e2", 0));
+            let (first, second) = if flip {
+                (y.clone(), x.clone())
+            } else {
+                (x.clone(), y.clone())
+            };
+            places.offer(7, || first);
+            places.offer(7, || second);
+            places.offer(5, || place("c.ndjson", 1, "unwanted", 0));
+            assert_eq!(places.get(7).unwrap().file.as_ref(), "a.ndjson");
+            assert!(places.get(5).is_none() && places.get(3).is_none());
+        }
+    }
+
+    #[test]
+    fn compact_rows_come_out_in_report_order_and_in_the_window() {
+        let mut places = Places::new(vec![1, 2, 3, 4]);
+        for (seq, line, at) in [
+            (1, 10, 4_000_000),
+            (2, 20, 1_000_000),
+            (3, 30, 2_000_000),
+            (4, 40, 9_000_000),
+        ] {
+            places.offer(seq, || place("log.ndjson", line, &format!("e{seq}"), at));
+        }
+        let rows = vec![
+            row(1, Severity::High, &[1]),
+            row(0, Severity::Low, &[2]),
+            row(0, Severity::High, &[3, 1]),
+            row(0, Severity::High, &[4]),
+            row(1, Severity::Critical, &[99, 2]),
+        ];
+        let until = DateTime::from_timestamp_micros(5_000_000);
+        let findings = Findings::from(Compact::new(labels(), rows, places, None, until));
+        let got: Vec<(String, Severity, Vec<String>, Option<String>)> = findings
+            .iter()
+            .map(|f| {
+                (
+                    f.rule.clone(),
+                    f.severity,
+                    f.event_ids.clone(),
+                    f.agent.clone(),
+                )
+            })
+            .collect();
+        let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let agent = Some("agent:a".to_string());
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "b.rule".into(),
+                    Severity::Critical,
+                    ids(&["e2"]),
+                    agent.clone()
+                ),
+                (
+                    "a.rule".into(),
+                    Severity::High,
+                    ids(&["e3", "e1"]),
+                    agent.clone()
+                ),
+                ("b.rule".into(), Severity::High, ids(&["e1"]), agent.clone()),
+                ("a.rule".into(), Severity::Low, ids(&["e2"]), agent),
+            ],
+            "seq 4 lies after --until; an unknown seq is skipped"
+        );
+        let keys: Vec<&str> = findings.keys().map(|k| k.rule).collect();
+        assert_eq!(keys, ["b.rule", "a.rule", "b.rule", "a.rule"]);
+        let listed = Findings::from(findings.to_vec());
+        assert_eq!(listed, findings, "built findings equal their compact form");
+        let timeline: Vec<u64> = findings
+            .get(1)
+            .unwrap()
+            .timeline
+            .iter()
+            .map(|t| t.line)
+            .collect();
+        assert_eq!(timeline, [30, 10], "the timeline is in time order");
+    }
+}
