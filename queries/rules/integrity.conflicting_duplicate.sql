@@ -15,7 +15,10 @@
 --   Example: evt_7 as task.progress at line 3 and evt_7 as task.completed at
 --   line 9 fires on line 9; the exact line 3 repeated is silent.
 WITH firsts AS (
-    SELECT * FROM events WHERE version = 1
+    -- only the first versions of ids that have a later one: a semi-join with
+    -- the few later versions, not a join carrying every event's columns
+    SELECT * FROM events
+    WHERE version = 1 AND id IN (SELECT id FROM events WHERE version > 1)
 ),
 later AS (
     SELECT * FROM events WHERE version > 1

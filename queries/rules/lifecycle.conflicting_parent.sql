@@ -16,34 +16,44 @@
 --   Example: task.submitted of task_9 with parent_task_id task_7, then a
 --   delegation.accepted for task_9 with parent_task_id task_8: fires on the
 --   delegation event.
-WITH parent_values AS (
+WITH named AS (
+    -- first-version events naming a parent for their task, in any place
+    SELECT task_id, env_parent_task_id, p_parent_task_id, parent_task_id, seq, created_us
+    FROM ev
+    WHERE task_id IS NOT NULL
+      AND (env_parent_task_id IS NOT NULL OR p_parent_task_id IS NOT NULL
+           OR parent_task_id IS NOT NULL)
+),
+conflicted AS (
+    -- tasks whose parent values are not all equal, in one cheap aggregate
+    -- (min/max skip nulls); only these go on to the (costly) ordered lists
+    SELECT task_id
+    FROM named
+    GROUP BY task_id
+    HAVING least(min(env_parent_task_id), min(p_parent_task_id), min(parent_task_id))
+        <> greatest(max(env_parent_task_id), max(p_parent_task_id), max(parent_task_id))
+),
+parent_values AS (
+    -- the envelope, payload and resolved (ingest) link values of those tasks;
     -- ord: (created_us, seq) as one sortable number, see views/10_tasks.sql
-    SELECT task_id, env_parent_task_id AS parent,
-           CAST(created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + seq AS ord
-    FROM ev WHERE task_id IS NOT NULL AND env_parent_task_id IS NOT NULL
-    UNION ALL
-    SELECT task_id, p_parent_task_id,
-           CAST(created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + seq
-    FROM ev WHERE task_id IS NOT NULL AND p_parent_task_id IS NOT NULL
-    UNION ALL
-    -- whatever else the ingest resolved as the link
-    SELECT task_id, parent_task_id,
-           CAST(created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + seq
-    FROM ev WHERE task_id IS NOT NULL AND parent_task_id IS NOT NULL
+    SELECT task_id, parent, ord
+    FROM (
+        SELECT n.task_id,
+               unnest(make_array(n.env_parent_task_id, n.p_parent_task_id, n.parent_task_id)) AS parent,
+               CAST(n.created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + n.seq AS ord
+        FROM named n
+        JOIN conflicted c ON c.task_id = n.task_id
+    ) v
+    WHERE parent IS NOT NULL
 ),
 first_ord AS (
     SELECT task_id, parent, min(ord) AS ord
     FROM parent_values
     GROUP BY task_id, parent
 ),
-conflicted AS (
-    -- only tasks with two or more parents go on to the (costly) ordered lists
-    SELECT task_id FROM first_ord GROUP BY task_id HAVING count(*) > 1
-),
 first_naming AS (
     SELECT f.task_id, f.parent, e.seq, e.id, e.created_us
     FROM first_ord f
-    JOIN conflicted c ON c.task_id = f.task_id
     JOIN ev e ON e.seq = CAST(f.ord % 10000000000000000000 AS BIGINT)
 ),
 per_task AS (

@@ -14,11 +14,11 @@
 --   Example: evt_9 with evidence_chain [evt_2 (12:00:05), evt_1 (12:00:01)]
 --   fires; [evt_1, evt_missing, evt_2] is silent.
 WITH found_entries AS (
-    -- chain entries of first-version events that resolve to an event
+    -- chain entries that resolve to an event (chains of later versions are
+    -- judged too, each on its own, and dropped by the final join with ev)
     SELECT x.event_seq, x.pos, x.ref_id, r.seq AS r_seq, r.created_us AS r_us,
            r.created_at AS r_at
     FROM evidence x
-    JOIN ev e ON e.seq = x.event_seq
     JOIN ev r ON r.id = x.ref_id
 ),
 -- each found entry with the found entry before it (a chain is in order
@@ -46,17 +46,21 @@ with_prev AS (
            CASE WHEN lag_event_seq = event_seq THEN lag_pos END AS prev_pos
     FROM ordered
 ),
-inversions AS (
-    -- the first inversion of each chain (by position)
-    SELECT i.event_seq, min(i.pos) AS pos
-    FROM with_prev i
-    WHERE i.prev_us > i.r_us
-    GROUP BY i.event_seq
-),
 first_inversion AS (
-    SELECT i.*
-    FROM with_prev i
-    JOIN inversions f ON f.event_seq = i.event_seq AND f.pos = i.pos
+    -- the first inversion of each chain (by position), picked from the few
+    -- inversion rows in one aggregate: with_prev is read once, so the
+    -- window above runs once
+    SELECT event_seq, min(pos) AS pos,
+           first_value(ref_id ORDER BY pos) AS ref_id,
+           first_value(r_seq ORDER BY pos) AS r_seq,
+           first_value(r_at ORDER BY pos) AS r_at,
+           first_value(prev_ref ORDER BY pos) AS prev_ref,
+           first_value(prev_seq ORDER BY pos) AS prev_seq,
+           first_value(prev_at ORDER BY pos) AS prev_at,
+           first_value(prev_pos ORDER BY pos) AS prev_pos
+    FROM with_prev
+    WHERE prev_us > r_us
+    GROUP BY event_seq
 )
 SELECT e.task_id,
        concat(e.type, ' ', e.id, ' at ', to_char(arrow_cast(e.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),

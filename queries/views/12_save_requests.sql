@@ -1,3 +1,6 @@
+-- materialize: true
+-- (Materialized: checkpoint.missing and checkpoint.late both read it, and
+-- each would otherwise compute the windows and the saves again.)
 -- interruption.requested events with policy save_and_stop, each with the
 -- window in which its checkpoint must be saved and the first save in it.
 -- The window runs from the request to the first of: the task's next

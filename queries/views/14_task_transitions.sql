@@ -40,12 +40,18 @@ with_from AS (
     SELECT s.*,
            -- the first lifecycle event of a task delegated before it (unless
            -- the worker still starts the table at task.submitted)
-           (s.prev_type IS NULL AND s.type <> 'task.submitted' AND t.deleg_seq IS NOT NULL
+           (t.deleg_seq IS NOT NULL
             AND (t.deleg_us < s.created_us OR (t.deleg_us = s.created_us AND t.deleg_seq < s.seq)))
                AS after_delegation,
            t.deleg_seq, t.deleg_type, t.deleg_at
     FROM states s
-    JOIN tasks t ON t.task_id = s.task_id
+    -- only such a first event looks up its task (the others join on a null
+    -- key), and only delegated tasks are looked up: a small build side the
+    -- engine can share, instead of repartitioning every lifecycle event
+    LEFT JOIN (SELECT task_id, deleg_seq, deleg_us, deleg_type, deleg_at
+               FROM tasks WHERE deleg_seq IS NOT NULL) t
+           ON t.task_id = CASE WHEN s.prev_type IS NULL AND s.type <> 'task.submitted'
+                               THEN s.task_id END
 )
 SELECT
     w.seq, w.id, w.task_id, w.type, w.created_us, w.created_at,

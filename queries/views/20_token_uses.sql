@@ -1,3 +1,6 @@
+-- materialize: true
+-- (Materialized: token_refs and the token.* rules read it eight times; each
+-- read would otherwise scan every event again for the few with a token.)
 -- Every first-version event that carries a handoff_token: the issuing
 -- delegation.handoff.completed events (is_issue) and the events presenting it,
 -- with the event's own binding fields and the decoded claims (token_* columns
