@@ -10,7 +10,7 @@ use datafusion::arrow::datatypes::{DataType, Int64Type};
 use datafusion::datasource::MemTable;
 use datafusion::error::DataFusionError;
 use datafusion::prelude::SessionContext;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// What the rules produced.
 pub struct RuleRun {
@@ -71,29 +71,33 @@ pub async fn run(
     let mut rows = Vec::new();
     let mut errors = Vec::new();
     // One copy of each task id, shared with the places looked up later.
-    let mut strings = Interner::default();
+    let strings = Mutex::new(Interner::default());
     // A few rules at once: each query has serial stretches (planning, the
     // final merge) that leave cores idle. `buffered` keeps catalog order,
     // so the output does not depend on which rule finishes first.
     let mut results = futures::stream::iter(catalog.rules.iter().enumerate())
-        .map(|(i, rule)| async move {
-            let started = std::time::Instant::now();
-            let result = run_one(ctx, rule).await;
-            timing("rule", &rule.meta.id, started);
-            (i, rule, result)
+        .map(|(i, rule)| {
+            let strings = &strings;
+            async move {
+                let started = std::time::Instant::now();
+                let result = run_one(ctx, rule, i as u32, strings).await;
+                timing("rule", &rule.meta.id, started);
+                (rule, result)
+            }
         })
         .buffered(rules_at_once());
-    while let Some((i, rule, result)) = results.next().await {
+    while let Some((rule, result)) = results.next().await {
         progress.set_message(rule.meta.id.clone());
-        // A rule whose rows do not have the required shape adds none.
-        let before = rows.len();
-        let result = result.and_then(|b| add_rows(&b, rule, i as u32, &mut strings, &mut rows));
-        if let Err(e) = result {
-            rows.truncate(before);
-            errors.push((rule.meta.id.clone(), e.to_string()));
+        match result {
+            // The first rule with rows hands its vector over (no copy).
+            Ok(added) if rows.is_empty() => rows = added,
+            Ok(mut added) => rows.append(&mut added),
+            Err(e) => errors.push((rule.meta.id.clone(), e.to_string())),
         }
         progress.inc(1);
     }
+    drop(results);
+    let strings = strings.into_inner().unwrap_or_else(|e| e.into_inner());
     progress.finish_and_clear();
     let started = std::time::Instant::now();
     let resolved = resolve(ctx, catalog, rows, strings, window).await;
@@ -133,23 +137,34 @@ fn timing(kind: &str, name: &str, started: std::time::Instant) {
     }
 }
 
+/// One rule's rows, turned into compact rows batch by batch as the query
+/// streams them (a rule with a million findings is never held as batches).
 async fn run_one(
     ctx: &SessionContext,
     rule: &catalog::Rule,
-) -> datafusion::error::Result<Vec<RecordBatch>> {
-    ctx.sql(&rule.sql).await?.collect().await
+    index: u32,
+    strings: &Mutex<Interner>,
+) -> datafusion::error::Result<Vec<Row>> {
+    use futures::StreamExt;
+    let mut batches = ctx.sql(&rule.sql).await?.execute_stream().await?;
+    let mut rows = Vec::new();
+    while let Some(b) = batches.next().await {
+        let mut strings = strings.lock().unwrap_or_else(|e| e.into_inner());
+        add_rows(&b?, rule, index, &mut strings, &mut rows)?;
+    }
+    Ok(rows)
 }
 
-/// Append one rule's result rows to `rows`, checking the columns a rule must
-/// return.
+/// Append the rows of one result batch to `rows`, checking the columns a
+/// rule must return.
 fn add_rows(
-    batches: &[RecordBatch],
+    b: &RecordBatch,
     rule: &catalog::Rule,
     index: u32,
     strings: &mut Interner,
     rows: &mut Vec<Row>,
 ) -> datafusion::error::Result<()> {
-    for b in batches {
+    {
         let col = |name: &str| {
             b.column_by_name(name).cloned().ok_or_else(|| {
                 DataFusionError::Plan(format!("the rule must return a column named {name}"))
