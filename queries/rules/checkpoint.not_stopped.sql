@@ -66,7 +66,11 @@ windows AS (
     LEFT JOIN first_closer f ON f.seq = s.seq
 ),
 kept_working AS (
-    SELECT w.seq, count(*) AS n_work,
+    -- the stop point's own columns ride along in the grouping (one row per
+    -- stop point; only the few with work after them get here), so the final
+    -- select needs no second join with windows, which would plan stops again
+    SELECT w.seq, w.task_id, w.type, w.id, w.policy, w.created_at,
+           count(*) AS n_work,
            first_value(e.seq ORDER BY e.created_us, e.seq) AS work_seq,
            first_value(e.id ORDER BY e.created_us, e.seq) AS work_id,
            first_value(e.type ORDER BY e.created_us, e.seq) AS work_type,
@@ -76,16 +80,15 @@ kept_working AS (
     WHERE (e.created_us > w.created_us OR (e.created_us = w.created_us AND e.seq > w.seq))
       AND (w.close_seq IS NULL OR e.created_us < w.close_us
            OR (e.created_us = w.close_us AND e.seq < w.close_seq))
-    GROUP BY w.seq
+    GROUP BY w.seq, w.task_id, w.type, w.id, w.policy, w.created_at
 )
 SELECT
-    w.task_id,
-    concat('task ', w.task_id, ' emitted ', k.work_type, ' ', k.work_id, ' at ',
+    k.task_id,
+    concat('task ', k.task_id, ' emitted ', k.work_type, ' ', k.work_id, ' at ',
            to_char(arrow_cast(k.work_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
            CASE WHEN k.n_work > 1 THEN concat(' (and ', k.n_work - 1, ' more progress/output events)') ELSE '' END,
-           ' after ', w.type, ' ', w.id, ' (', w.policy, ') at ',
-           to_char(arrow_cast(w.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           ' after ', k.type, ' ', k.id, ' (', k.policy, ') at ',
+           to_char(arrow_cast(k.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
            '; expected it to stop until interruption.resumed or its terminal event') AS message,
-    make_array(k.work_seq, w.seq) AS seqs
-FROM windows w
-JOIN kept_working k ON k.seq = w.seq
+    make_array(k.work_seq, k.seq) AS seqs
+FROM kept_working k

@@ -18,7 +18,7 @@
 --   delegation event.
 WITH named AS (
     -- first-version events naming a parent for their task, in any place
-    SELECT task_id, env_parent_task_id, p_parent_task_id, parent_task_id, seq, created_us
+    SELECT task_id, env_parent_task_id, p_parent_task_id, parent_task_id, seq, id, created_us
     FROM ev
     WHERE task_id IS NOT NULL
       AND (env_parent_task_id IS NOT NULL OR p_parent_task_id IS NOT NULL
@@ -36,9 +36,9 @@ conflicted AS (
 parent_values AS (
     -- the envelope, payload and resolved (ingest) link values of those tasks;
     -- ord: (created_us, seq) as one sortable number, see views/10_tasks.sql
-    SELECT task_id, parent, ord
+    SELECT task_id, parent, ord, seq, id, created_us
     FROM (
-        SELECT n.task_id,
+        SELECT n.task_id, n.seq, n.id, n.created_us,
                unnest(make_array(n.env_parent_task_id, n.p_parent_task_id, n.parent_task_id)) AS parent,
                CAST(n.created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + n.seq AS ord
         FROM named n
@@ -46,15 +46,16 @@ parent_values AS (
     ) v
     WHERE parent IS NOT NULL
 ),
-first_ord AS (
-    SELECT task_id, parent, min(ord) AS ord
+first_naming AS (
+    -- the first event naming each parent, taken from the rows at hand (only
+    -- the few conflicted tasks': first_value is cheap on so few groups, and
+    -- no join with every event is needed)
+    SELECT task_id, parent,
+           first_value(seq ORDER BY ord) AS seq,
+           first_value(id ORDER BY ord) AS id,
+           first_value(created_us ORDER BY ord) AS created_us
     FROM parent_values
     GROUP BY task_id, parent
-),
-first_naming AS (
-    SELECT f.task_id, f.parent, e.seq, e.id, e.created_us
-    FROM first_ord f
-    JOIN ev e ON e.seq = CAST(f.ord % 10000000000000000000 AS BIGINT)
 ),
 per_task AS (
     SELECT task_id, count(*) AS n_parents,

@@ -20,19 +20,21 @@ WITH chained AS (
     FROM ev e
     WHERE e.evidence_len > 0 AND e.causation_id IS NOT NULL
 ),
--- the last two entries of each chain, counted from the end
+-- the last two entries of each chain: one window over all chains in (event,
+-- position) order, read at each chain's last row (the row before it is the
+-- previous entry when event_seq matches; faster than row_number() over
+-- PARTITION BY event_seq with many small chains)
 tail AS (
-    SELECT x.event_seq,
-           max(CASE WHEN x.from_end = 1 THEN x.ref_id END) AS last_ref,
-           max(CASE WHEN x.from_end = 2 THEN x.ref_id END) AS prev_ref
+    SELECT event_seq, last_ref, prev_ref
     FROM (
-        SELECT x.event_seq, x.ref_id,
-               row_number() OVER (PARTITION BY x.event_seq ORDER BY x.pos DESC) AS from_end
+        SELECT x.event_seq, x.ref_id AS last_ref,
+               CASE WHEN lag(x.event_seq) OVER w = x.event_seq THEN lag(x.ref_id) OVER w END AS prev_ref,
+               lead(x.event_seq) OVER w AS next_event_seq
         FROM evidence x
         JOIN chained c ON c.seq = x.event_seq
+        WINDOW w AS (ORDER BY x.event_seq, x.pos)
     ) x
-    WHERE x.from_end <= 2
-    GROUP BY x.event_seq
+    WHERE next_event_seq IS NULL OR next_event_seq <> event_seq
 ),
 effective AS (
     SELECT c.*,

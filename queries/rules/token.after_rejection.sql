@@ -24,7 +24,10 @@ WITH uses AS (
     JOIN token_refs r ON r.token = u.token
 ),
 rejected_before AS (
-    SELECT u.seq,
+    -- the use's own columns ride along in the grouping (one row per use; only
+    -- the few after a rejection get here), so the final select needs no
+    -- second join with uses, which would join token_uses and token_refs again
+    SELECT u.seq, u.id, u.type, u.created_at, u.token_label, u.pair_task_id, u.pair_to,
            first_value(j.seq ORDER BY j.created_us, j.seq) AS j_seq,
            first_value(j.id ORDER BY j.created_us, j.seq) AS j_id,
            first_value(j.created_at ORDER BY j.created_us, j.seq) AS j_at
@@ -32,15 +35,14 @@ rejected_before AS (
     JOIN ev j ON j.task_id = u.pair_task_id AND j.delegated_to = u.pair_to
     WHERE j.type = 'delegation.rejected'
       AND (j.created_us < u.created_us OR (j.created_us = u.created_us AND j.seq < u.seq))
-    GROUP BY u.seq
+    GROUP BY u.seq, u.id, u.type, u.created_at, u.token_label, u.pair_task_id, u.pair_to
 )
 SELECT
     u.pair_task_id AS task_id,
     concat('handoff token ', u.token_label, ' used on ', u.type, ' ', u.id, ' at ',
            to_char(arrow_cast(u.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ' for the delegation of task ', u.pair_task_id,
-           ' to ', u.pair_to, ', which ', u.pair_to, ' had rejected (', j.j_id, ' at ',
-           to_char(arrow_cast(j.j_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           ' to ', u.pair_to, ', which ', u.pair_to, ' had rejected (', u.j_id, ' at ',
+           to_char(arrow_cast(u.j_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
            '); expected no token for a rejected delegation') AS message,
-    make_array(u.seq, j.j_seq) AS seqs
-FROM uses u
-JOIN rejected_before j ON j.seq = u.seq
+    make_array(u.seq, u.j_seq) AS seqs
+FROM rejected_before u

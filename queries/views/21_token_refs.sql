@@ -7,53 +7,49 @@
 -- from the next event that has it.
 -- (Speed: "first in that order" is min() of one sortable number per event,
 -- (0 for issuing events, else 2) * 10^37 + (created_us + 10^18) * 10^19 + seq,
--- see 10_tasks.sql; the chosen events are then fetched by seq in one join.)
+-- see 10_tasks.sql; the reference event is then fetched by seq. A binding
+-- field is one string, so its first value is taken in the same aggregate:
+-- min() of that number as 38 zero-padded digits followed by the value, whose
+-- order is the number's; the value is the text after the 38 digits. No join
+-- and no pivot for them.)
 WITH keyed AS (
-    SELECT token, token_label, is_issue, task_id, parent_task_id, delegated_by,
-           delegated_to, token_error,
+    SELECT token, task_id, parent_task_id, delegated_by, delegated_to, token_error, is_issue,
            CAST(CASE WHEN is_issue THEN '0' ELSE '20000000000000000000000000000000000000' END AS DECIMAL(38, 0))
            + CAST(created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + seq AS ord
     FROM token_uses
 ),
+ord_keyed AS (
+    SELECT *, lpad(CAST(ord AS VARCHAR), 38, '0') AS ord_text
+    FROM keyed
+),
 firsts AS (
     SELECT token,
-           -- a function of the token: every row has the same
-           min(token_label) AS token_label,
            sum(CASE WHEN is_issue THEN 1 ELSE 0 END) AS n_issues,
            min(ord) AS ref_ord,
-           min(ord) FILTER (WHERE task_id IS NOT NULL) AS task_ord,
-           min(ord) FILTER (WHERE parent_task_id IS NOT NULL) AS parent_ord,
-           min(ord) FILTER (WHERE delegated_by IS NOT NULL) AS by_ord,
-           min(ord) FILTER (WHERE delegated_to IS NOT NULL) AS to_ord,
-           min(ord) FILTER (WHERE token_error IS NOT NULL) AS error_ord
-    FROM keyed
+           -- null values stay out (|| with null is null)
+           min(ord_text || task_id) AS task_pick,
+           min(ord_text || parent_task_id) AS parent_pick,
+           min(ord_text || delegated_by) AS by_pick,
+           min(ord_text || delegated_to) AS to_pick,
+           min(ord_text || token_error) AS error_pick
+    FROM ord_keyed
     GROUP BY token
-),
-picks AS (
-    -- kind 1 the reference event, 2..6 the first with each field
-    SELECT token, token_label, n_issues,
-           unnest(make_array(
-               CAST(ref_ord % 10000000000000000000 AS BIGINT), CAST(task_ord % 10000000000000000000 AS BIGINT),
-               CAST(parent_ord % 10000000000000000000 AS BIGINT), CAST(by_ord % 10000000000000000000 AS BIGINT),
-               CAST(to_ord % 10000000000000000000 AS BIGINT), CAST(error_ord % 10000000000000000000 AS BIGINT))) AS seq,
-           unnest(make_array(1, 2, 3, 4, 5, 6)) AS kind
-    FROM firsts
 )
 SELECT
-    p.token,
-    p.token_label,
-    p.n_issues,
-    max(CASE WHEN p.kind = 1 THEN u.seq END) AS ref_seq,
-    max(CASE WHEN p.kind = 1 THEN u.id END) AS ref_id,
-    max(CASE WHEN p.kind = 1 THEN u.type END) AS ref_type,
-    max(CASE WHEN p.kind = 1 THEN u.is_issue END) AS ref_is_issue,
-    max(CASE WHEN p.kind = 1 THEN u.created_us END) AS ref_us,
-    max(CASE WHEN p.kind = 1 THEN u.created_at END) AS ref_at,
-    max(CASE WHEN p.kind = 2 THEN u.task_id END) AS ref_task_id,
-    max(CASE WHEN p.kind = 3 THEN u.parent_task_id END) AS ref_parent_task_id,
-    max(CASE WHEN p.kind = 4 THEN u.delegated_by END) AS ref_delegated_by,
-    max(CASE WHEN p.kind = 5 THEN u.delegated_to END) AS ref_delegated_to,
-    max(CASE WHEN p.kind = 6 THEN u.token_error END) AS token_error
-FROM picks p
-JOIN token_uses u ON u.seq = p.seq
-GROUP BY p.token, p.token_label, p.n_issues
+    f.token,
+    -- a function of the token: the reference event's is every event's
+    u.token_label,
+    f.n_issues,
+    u.seq AS ref_seq,
+    u.id AS ref_id,
+    u.type AS ref_type,
+    u.is_issue AS ref_is_issue,
+    u.created_us AS ref_us,
+    u.created_at AS ref_at,
+    substr(f.task_pick, 39) AS ref_task_id,
+    substr(f.parent_pick, 39) AS ref_parent_task_id,
+    substr(f.by_pick, 39) AS ref_delegated_by,
+    substr(f.to_pick, 39) AS ref_delegated_to,
+    substr(f.error_pick, 39) AS token_error
+FROM firsts f
+JOIN token_uses u ON u.seq = CAST(f.ref_ord % 10000000000000000000 AS BIGINT)
