@@ -15,10 +15,7 @@
 --   Example: evt_7 as task.progress at line 3 and evt_7 as task.completed at
 --   line 9 fires on line 9; the exact line 3 repeated is silent.
 WITH firsts AS (
-    -- only the first versions of ids that have a later one: a semi-join with
-    -- the few later versions, not a join carrying every event's columns
-    SELECT * FROM events
-    WHERE version = 1 AND id IN (SELECT id FROM events WHERE version > 1)
+    SELECT * FROM events WHERE version = 1
 ),
 later AS (
     SELECT * FROM events WHERE version > 1
