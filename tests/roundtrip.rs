@@ -166,3 +166,40 @@ fn in_place_audit_and_sql_answer_what_the_loaded_ones_answer() {
         assert!(String::from_utf8_lossy(&output.stderr).contains("hvaudit convert"));
     }
 }
+
+/// Logs larger than memory are audited in place under `--memory-limit`, so
+/// every rule must run within a small pool: a rule whose plan builds a hash
+/// table over every event (which cannot spill) fails here. 20M is calibrated
+/// on this 30 MB log with two cores: the rule set needs more than 12M, and a
+/// semi-join rewrite of integrity.conflicting_duplicate that broke the 6 GB
+/// run needed more than 20M.
+#[test]
+fn every_rule_runs_in_place_within_a_small_memory_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.ndjson");
+    Command::cargo_bin("hvaudit")
+        .unwrap()
+        .args(["synth", "-q", "--size", "30M", "--seed", "3", "-o"])
+        .arg(&log)
+        .assert()
+        .success();
+    let out = dir.path().join("parquet");
+    convert(&log, &out);
+    let audit = |extra: &[&str]| {
+        let output = Command::cargo_bin("hvaudit")
+            .unwrap()
+            .args(["audit", "-q", "--format", "json", "--fail-on", "critical"])
+            .args(extra)
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            matches!(output.status.code(), Some(0 | 1)),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let loaded = audit(&[]);
+    assert_eq!(loaded, audit(&["--in-place", "--memory-limit", "20M"]));
+}
