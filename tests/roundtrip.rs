@@ -115,6 +115,24 @@ fn parquet_round_trip_keeps_the_accounting_of_redeliveries() {
     assert!(after.identity_holds());
 }
 
+/// The JSON report of `hvaudit audit` on `path`, which must run every rule
+/// (exit 0 or 1, never 2).
+fn audit_json(path: &std::path::Path, extra: &[&str]) -> String {
+    let output = Command::cargo_bin("hvaudit")
+        .unwrap()
+        .args(["audit", "-q", "--format", "json", "--fail-on", "critical"])
+        .args(extra)
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
 /// `--in-place` scans the Parquet in every query instead of loading it; the
 /// report and the answers must not notice, down to the accounting.
 #[test]
@@ -126,19 +144,8 @@ fn in_place_audit_and_sql_answer_what_the_loaded_ones_answer() {
     std::fs::write(&log, bytes).unwrap();
     let out = dir.path().join("parquet");
     convert(&log, &out);
-    let audit = |extra: &[&str]| {
-        let output = Command::cargo_bin("hvaudit")
-            .unwrap()
-            .args(["audit", "-q", "--format", "json", "--fail-on", "critical"])
-            .args(extra)
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(matches!(output.status.code(), Some(0 | 1)), "{output:?}");
-        String::from_utf8(output.stdout).unwrap()
-    };
-    let loaded = audit(&[]);
-    let in_place = audit(&["--in-place", "--memory-limit", "256M"]);
+    let loaded = audit_json(&out, &[]);
+    let in_place = audit_json(&out, &["--in-place", "--memory-limit", "256M"]);
     assert!(loaded.contains("\"rule\""), "the log has findings");
     assert_eq!(loaded, in_place);
     // Ad hoc SQL too, over the tables and the shared views.
@@ -185,21 +192,9 @@ fn every_rule_runs_in_place_within_a_small_memory_limit() {
         .success();
     let out = dir.path().join("parquet");
     convert(&log, &out);
-    let audit = |extra: &[&str]| {
-        let output = Command::cargo_bin("hvaudit")
-            .unwrap()
-            .args(["audit", "-q", "--format", "json", "--fail-on", "critical"])
-            .args(extra)
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(
-            matches!(output.status.code(), Some(0 | 1)),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8(output.stdout).unwrap()
-    };
-    let loaded = audit(&[]);
-    assert_eq!(loaded, audit(&["--in-place", "--memory-limit", "20M"]));
+    let loaded = audit_json(&out, &[]);
+    assert_eq!(
+        loaded,
+        audit_json(&out, &["--in-place", "--memory-limit", "20M"])
+    );
 }
