@@ -109,12 +109,6 @@ impl From<Compact> for Findings {
     }
 }
 
-impl FromIterator<Finding> for Findings {
-    fn from_iter<I: IntoIterator<Item = Finding>>(iter: I) -> Self {
-        Findings::from(iter.into_iter().collect::<Vec<_>>())
-    }
-}
-
 impl std::fmt::Debug for Findings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list().entries(self.iter()).finish()
@@ -345,14 +339,10 @@ impl Compact {
     fn finding(&self, r: &Row) -> Finding {
         let label = &self.rules[r.rule as usize];
         let found = self.found(r);
-        let mut event_ids: Vec<String> = Vec::new();
-        for p in &found {
-            if let Some(id) = &p.id
-                && !event_ids.iter().any(|e| **e == **id)
-            {
-                event_ids.push(id.to_string());
-            }
-        }
+        let event_ids = distinct_ids(&found)
+            .into_iter()
+            .map(str::to_string)
+            .collect();
         let locations = found
             .iter()
             .map(|p| Location {
@@ -394,20 +384,24 @@ impl Compact {
     }
 }
 
+/// The event ids of `places`, each once, in order (rejected lines have none).
+fn distinct_ids<'a>(places: &[&'a Place]) -> Vec<&'a str> {
+    let mut ids: Vec<&str> = Vec::new();
+    for id in places.iter().filter_map(|p| p.id.as_deref()) {
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    ids
+}
+
 /// Stable across runs: the rule, the task, the events (by id) and the
 /// message, never seq numbers. One rule may report several checks on the same
 /// events (one message each), so the message is part of it. When one id
 /// stands for several versions (conflicting duplicates) or for rejected lines,
 /// their file:line places tell the findings apart.
 fn fingerprint(rule: &str, task: Option<&str>, message: &str, places: &[&Place]) -> u128 {
-    let mut ids: Vec<&str> = Vec::new();
-    for p in places {
-        if let Some(id) = p.id.as_deref()
-            && !ids.contains(&id)
-        {
-            ids.push(id);
-        }
-    }
+    let mut ids = distinct_ids(places);
     let mut key = format!("{rule}\u{0}{}\u{0}{message}", task.unwrap_or(""));
     let distinct = ids.len();
     ids.sort_unstable();

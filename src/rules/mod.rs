@@ -164,46 +164,47 @@ fn add_rows(
     strings: &mut Interner,
     rows: &mut Vec<Row>,
 ) -> datafusion::error::Result<()> {
-    {
-        let col = |name: &str| {
-            b.column_by_name(name).cloned().ok_or_else(|| {
-                DataFusionError::Plan(format!("the rule must return a column named {name}"))
-            })
+    let col = |name: &str| {
+        b.column_by_name(name).cloned().ok_or_else(|| {
+            DataFusionError::Plan(format!("the rule must return a column named {name}"))
+        })
+    };
+    let message = col("message")?;
+    let message = string_column(&message, "message")?;
+    let task = col("task_id")?;
+    let task = string_column(&task, "task_id")?;
+    let seqs = col("seqs")?;
+    let seqs: &ListArray = seqs.as_list_opt().ok_or_else(|| {
+        DataFusionError::Plan("seqs must be a list of Int64 (use make_array or array_agg)".into())
+    })?;
+    // The seq values of every row, cast once for the whole batch.
+    let offsets = seqs.value_offsets();
+    let values = datafusion::arrow::compute::cast(seqs.values(), &DataType::Int64)?;
+    let values = values.as_primitive::<Int64Type>();
+    let severity = match b.column_by_name("severity") {
+        Some(c) => Some(string_column(c, "severity")?),
+        None => None,
+    };
+    for r in 0..b.num_rows() {
+        let sev = match &severity {
+            Some(s) if !s.is_null(r) => s.value(r).parse().map_err(DataFusionError::Plan)?,
+            _ => rule.meta.severity,
         };
-        let message = col("message")?;
-        let message = string_column(&message, "message")?;
-        let task = col("task_id")?;
-        let task = string_column(&task, "task_id")?;
-        let seqs = col("seqs")?;
-        let seqs: &ListArray = seqs.as_list_opt().ok_or_else(|| {
-            DataFusionError::Plan(
-                "seqs must be a list of Int64 (use make_array or array_agg)".into(),
-            )
-        })?;
-        let severity = match b.column_by_name("severity") {
-            Some(c) => Some(string_column(c, "severity")?),
-            None => None,
-        };
-        for r in 0..b.num_rows() {
-            let sev = match &severity {
-                Some(s) if !s.is_null(r) => s.value(r).parse().map_err(DataFusionError::Plan)?,
-                _ => rule.meta.severity,
-            };
-            let list = seqs.value(r);
-            let list = datafusion::arrow::compute::cast(&list, &DataType::Int64)?;
-            let list = list.as_primitive::<Int64Type>();
-            rows.push(Row::new(
-                index,
-                sev,
-                (!task.is_null(r)).then(|| strings.get(task.value(r))),
-                if message.is_null(r) {
-                    Box::default()
-                } else {
-                    message.value(r).into()
-                },
-                list.iter().flatten().collect(),
-            ));
-        }
+        let (from, to) = (offsets[r] as usize, offsets[r + 1] as usize);
+        rows.push(Row::new(
+            index,
+            sev,
+            (!task.is_null(r)).then(|| strings.get(task.value(r))),
+            if message.is_null(r) {
+                Box::default()
+            } else {
+                message.value(r).into()
+            },
+            (from..to)
+                .filter(|&i| !values.is_null(i))
+                .map(|i| values.value(i))
+                .collect(),
+        ));
     }
     Ok(())
 }
