@@ -69,3 +69,13 @@ pub fn rules_bar(show: bool, total: usize) -> ProgressBar {
     );
     bar
 }
+
+/// With `HVAUDIT_TIMING` set, how long each ingest phase, view and rule took, on stderr.
+pub fn timing(kind: &str, name: &str, started: std::time::Instant) {
+    if std::env::var_os("HVAUDIT_TIMING").is_some() {
+        eprintln!(
+            "timing {kind} {name} {:.3}s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+}

@@ -240,6 +240,72 @@ fn exact_redeliveries_collapse_even_with_other_key_order_and_spacing() {
     assert_eq!(r[1]["src_line"], 2);
 }
 
+#[test]
+fn redeliveries_and_versions_are_resolved_across_chunks_parsed_out_of_order() {
+    // About 12 MB: several 4 MB chunks, parsed by several workers, so
+    // later chunks can finish first and must wait their turn.
+    let filler = |n: usize| {
+        let pad = "p".repeat(400);
+        ev(
+            &format!("f{n}"),
+            "task.progress",
+            "2026-07-14T10:00:00Z",
+            json!({ "pad": pad }),
+        )
+    };
+    let first = r#"{"spec_version":"0.2","id":"e1","type":"task.progress","source":"s","created_at":"2026-07-14T10:00:05Z","payload":{"x":1,"y":[1,2]}}"#;
+    let respaced = r#"{ "payload": {"y": [1, 2], "x": 1}, "created_at":"2026-07-14T10:00:05Z","source":"s","type":"task.progress","id":"e1","spec_version":"0.2" }"#;
+    let earlier = r#"{"spec_version":"0.2","id":"e1","type":"task.progress","source":"s","created_at":"2026-07-14T10:00:01Z","payload":{"x":2}}"#;
+    let mut log = String::new();
+    log.push_str(first);
+    log.push('\n');
+    log.push_str(first);
+    log.push('\n');
+    for n in 0..25_000 {
+        if n == 12_000 {
+            log.push_str(earlier);
+            log.push('\n');
+        }
+        log.push_str(&filler(n));
+        log.push('\n');
+    }
+    log.push_str(respaced);
+    log.push('\n');
+    log.push_str(earlier);
+    log.push('\n');
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "log.ndjson", log.as_bytes());
+    let opts = IngestOptions {
+        threads: 4,
+        ..Default::default()
+    };
+    let ing = ingest(&[f], &opts).unwrap();
+    assert!(ing.events.len() >= 3, "the log spans several chunks");
+    identity_holds(&ing);
+    let t = ing.total();
+    assert_eq!((t.events, t.redeliveries), (25_002, 3));
+    let r = query(
+        &ing,
+        "SELECT version, redeliveries, src_line FROM events WHERE id = 'e1' ORDER BY version",
+    );
+    assert_eq!(r.len(), 2, "{r:?}");
+    // Versions go by created_at: the content first seen in the middle of
+    // the log is the earlier one.
+    assert_eq!(
+        (&r[0]["version"], &r[0]["redeliveries"], &r[0]["src_line"]),
+        (&json!(1), &json!(1), &json!(12_003))
+    );
+    assert_eq!(
+        (&r[1]["version"], &r[1]["redeliveries"], &r[1]["src_line"]),
+        (&json!(2), &json!(2), &json!(1))
+    );
+    let filler_rows = query(
+        &ing,
+        "SELECT count(*) AS n FROM events WHERE redeliveries = 0 AND version = 1",
+    );
+    assert_eq!(filler_rows[0]["n"], 25_000);
+}
+
 /// One bad line among good ones: returns the bad line's (line, reason).
 fn one_bad(bytes: &[u8], opts: IngestOptions) -> (i64, String, Ingested) {
     let dir = tempfile::tempdir().unwrap();

@@ -14,7 +14,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// One content version of an id: where its row is.
+/// One content version of an id: where its row is (in the kept rows).
 #[derive(Clone, Copy)]
 struct Version {
     content_hash: u64,
@@ -35,100 +35,155 @@ pub struct Outcome {
     pub per_chunk: Vec<(u64, u64)>,
 }
 
-/// Deduplicate chunks that are already in input order.
-pub fn dedup(chunks: &mut [ParsedChunk]) -> Outcome {
-    // Sized once: growing a table of millions of ids copies it each time.
-    let events: usize = chunks.iter().map(|c| c.keys.len()).sum();
-    let mut first: HashMap<u128, Version> = HashMap::with_capacity(events);
-    let mut later: HashMap<u128, Vec<Version>> = HashMap::new();
-    let mut keep: Vec<Vec<bool>> = chunks.iter().map(|c| vec![true; c.keys.len()]).collect();
-    let mut version: Vec<Vec<i32>> = chunks.iter().map(|c| vec![1; c.keys.len()]).collect();
-    let mut redeliveries: Vec<Vec<i64>> = chunks
-        .iter()
-        .map(|c| stored_redeliveries(&c.events))
-        .collect();
-    let mut per_chunk = vec![(0u64, 0u64); chunks.len()];
+/// A chunk's rows once its redeliveries are dropped.
+struct Kept {
+    events: RecordBatch,
+    redeliveries: Vec<i64>,
+    version: Vec<i32>,
+}
 
-    for (ci, chunk) in chunks.iter().enumerate() {
-        for (ri, &(id_hash, content_hash)) in chunk.keys.iter().enumerate() {
+/// Collapses redeliveries chunk by chunk, in input order, as chunks come
+/// from the parsers: whether a row is kept depends only on the rows before
+/// it, so each chunk is cut down (and its full batch freed) while later
+/// chunks are still being parsed. Only the redelivery counts and version
+/// numbers of kept rows change afterwards.
+pub struct Deduper {
+    first: HashMap<u128, Version>,
+    later: HashMap<u128, Vec<Version>>,
+    kept: Vec<Kept>,
+    per_chunk: Vec<(u64, u64)>,
+}
+
+impl Deduper {
+    /// `events` is an estimate of the distinct events to come: growing a
+    /// table of millions of ids copies it each time.
+    pub fn with_capacity(events: usize) -> Self {
+        Deduper {
+            first: HashMap::with_capacity(events),
+            later: HashMap::new(),
+            kept: Vec::new(),
+            per_chunk: Vec::new(),
+        }
+    }
+
+    /// Take the next chunk in input order: its events and keys move in,
+    /// the rest of it (lines, bad lines) stays with the caller.
+    pub fn push(&mut self, chunk: &mut ParsedChunk) {
+        let events = std::mem::replace(&mut chunk.events, RecordBatch::new_empty(EVENTS.clone()));
+        let keys = std::mem::take(&mut chunk.keys);
+        let ci = self.kept.len() as u32;
+        let stored = stored_redeliveries(&events);
+        let mut keep = Vec::with_capacity(keys.len());
+        // Kept rows of this chunk so far, by their index in `events`.
+        let mut kept_rows: Vec<u32> = Vec::with_capacity(keys.len());
+        let mut redeliveries: Vec<i64> = Vec::with_capacity(keys.len());
+        let mut version: Vec<i32> = Vec::with_capacity(keys.len());
+        let mut counts = (0u64, 0u64);
+        for (ri, &(id_hash, content_hash)) in keys.iter().enumerate() {
             let here = Version {
                 content_hash,
-                chunk: ci as u32,
-                row: ri as u32,
+                chunk: ci,
+                row: kept_rows.len() as u32,
             };
-            let Some(&v1) = first.get(&id_hash) else {
-                first.insert(id_hash, here);
-                per_chunk[ci].0 += 1;
+            let repeats = 1 + stored[ri];
+            let Some(&v1) = self.first.get(&id_hash) else {
+                self.first.insert(id_hash, here);
+                counts.0 += 1;
+                keep.push(true);
+                kept_rows.push(ri as u32);
+                redeliveries.push(stored[ri]);
+                version.push(1);
                 continue;
             };
-            let others = later.entry(id_hash).or_default();
-            let seen = std::iter::once(&v1)
-                .chain(others.iter())
-                .position(|v| same_content(chunks, v, &here));
+            let others = self.later.entry(id_hash).or_default();
+            let row_of = |v: &Version| -> (&RecordBatch, usize) {
+                if v.chunk == ci {
+                    (&events, kept_rows[v.row as usize] as usize)
+                } else {
+                    (&self.kept[v.chunk as usize].events, v.row as usize)
+                }
+            };
+            let seen = std::iter::once(&v1).chain(others.iter()).position(|v| {
+                v.content_hash == content_hash || {
+                    // Different raw text can still be the same JSON value
+                    // (white space, key order, escapes): compare the rows.
+                    let (batch, row) = row_of(v);
+                    rows_equal(batch, row, &events, ri)
+                }
+            });
             match seen {
                 Some(n) => {
                     let v = if n == 0 { v1 } else { others[n - 1] };
-                    let repeats = 1 + redeliveries[ci][ri];
-                    redeliveries[v.chunk as usize][v.row as usize] += repeats;
-                    keep[ci][ri] = false;
-                    per_chunk[ci].1 += repeats as u64;
+                    if v.chunk == ci {
+                        redeliveries[v.row as usize] += repeats;
+                    } else {
+                        self.kept[v.chunk as usize].redeliveries[v.row as usize] += repeats;
+                    }
+                    counts.1 += repeats as u64;
+                    keep.push(false);
                 }
                 None => {
                     others.push(here);
-                    version[ci][ri] = 1 + others.len() as i32;
-                    per_chunk[ci].0 += 1;
+                    counts.0 += 1;
+                    keep.push(true);
+                    kept_rows.push(ri as u32);
+                    redeliveries.push(stored[ri]);
+                    version.push(1 + others.len() as i32);
                 }
             }
         }
-    }
-
-    // Number the versions of an id by time (created_at, then input order),
-    // not by which file happened to be read first: the same events give the
-    // same version 1 however they are cut into files and ordered.
-    for (id_hash, others) in &later {
-        if others.is_empty() {
-            continue;
-        }
-        let mut all: Vec<Version> = others.clone();
-        all.push(first[id_hash]);
-        all.sort_by_key(|v| {
-            let events = &chunks[v.chunk as usize].events;
-            (int(events, "created_us", v.row), int(events, "seq", v.row))
-        });
-        for (n, v) in all.iter().enumerate() {
-            version[v.chunk as usize][v.row as usize] = n as i32 + 1;
-        }
-    }
-
-    // Each chunk's batch is taken out and dropped as soon as its kept rows
-    // are copied, so the peak stays near one copy of the table.
-    let empty = RecordBatch::new_empty(EVENTS.clone());
-    let batches = chunks
-        .iter_mut()
-        .enumerate()
-        .map(|(ci, c)| {
-            let taken = std::mem::replace(&mut c.events, empty.clone());
-            let batch = with_column(
-                &taken,
-                "redeliveries",
-                Arc::new(Int64Array::from(std::mem::take(&mut redeliveries[ci]))),
-            );
-            let batch = with_column(
-                &batch,
-                "version",
-                Arc::new(Int32Array::from(std::mem::take(&mut version[ci]))),
-            );
-            drop(taken);
-            let keep = std::mem::take(&mut keep[ci]);
-            if keep.iter().all(|k| *k) {
-                return batch;
-            }
+        let events = if kept_rows.len() == keys.len() {
+            events
+        } else {
             let mask = BooleanArray::from(keep);
-            let kept = filter_record_batch(&batch, &mask).expect("mask matches the batch");
+            let kept = filter_record_batch(&events, &mask).expect("mask matches the batch");
             share_empty_columns(kept)
-        })
-        .collect();
-    Outcome { batches, per_chunk }
+        };
+        self.kept.push(Kept {
+            events,
+            redeliveries,
+            version,
+        });
+        self.per_chunk.push(counts);
+    }
+
+    /// Number the versions and attach the final counts.
+    pub fn finish(mut self) -> Outcome {
+        // Number the versions of an id by time (created_at, then input
+        // order), not by which file happened to be read first: the same
+        // events give the same version 1 however they are cut into files
+        // and ordered.
+        for (id_hash, others) in &self.later {
+            if others.is_empty() {
+                continue;
+            }
+            let mut all: Vec<Version> = others.clone();
+            all.push(self.first[id_hash]);
+            all.sort_by_key(|v| {
+                let events = &self.kept[v.chunk as usize].events;
+                (int(events, "created_us", v.row), int(events, "seq", v.row))
+            });
+            for (n, v) in all.iter().enumerate() {
+                self.kept[v.chunk as usize].version[v.row as usize] = n as i32 + 1;
+            }
+        }
+        let batches = self
+            .kept
+            .into_iter()
+            .map(|k| {
+                let batch = with_column(
+                    &k.events,
+                    "redeliveries",
+                    Arc::new(Int64Array::from(k.redeliveries)),
+                );
+                with_column(&batch, "version", Arc::new(Int32Array::from(k.version)))
+            })
+            .collect();
+        Outcome {
+            batches,
+            per_chunk: self.per_chunk,
+        }
+    }
 }
 
 fn int(batch: &RecordBatch, name: &str, row: u32) -> i64 {
@@ -154,20 +209,6 @@ fn with_column(batch: &RecordBatch, name: &str, col: ArrayRef) -> RecordBatch {
     let mut cols = batch.columns().to_vec();
     cols[events_col(name)] = col;
     RecordBatch::try_new(batch.schema(), cols).expect("same type as before")
-}
-
-fn same_content(chunks: &[ParsedChunk], a: &Version, b: &Version) -> bool {
-    if a.content_hash == b.content_hash {
-        return true;
-    }
-    // Different raw text can still be the same JSON value (white space, key
-    // order inside the payload, escapes): compare the normalized rows.
-    rows_equal(
-        &chunks[a.chunk as usize].events,
-        a.row as usize,
-        &chunks[b.chunk as usize].events,
-        b.row as usize,
-    )
 }
 
 /// Compare two event rows on everything but provenance; JSON text as values.

@@ -88,6 +88,7 @@ pub fn ingest(paths: &[PathBuf], opts: &IngestOptions) -> Result<Ingested, Input
 /// Read already expanded inputs.
 pub fn ingest_inputs(inputs: &[Input], skipped: Vec<Skipped>, opts: &IngestOptions) -> Ingested {
     let threads = opts.worker_threads();
+    let started = std::time::Instant::now();
     let mut read_errors: Vec<Option<String>> = vec![None; inputs.len()];
     let mut chunks: Vec<ParsedChunk> = Vec::new();
 
@@ -116,10 +117,17 @@ pub fn ingest_inputs(inputs: &[Input], skipped: Vec<Skipped>, opts: &IngestOptio
         .map(|i| Arc::from(i.display.as_str()))
         .collect();
     let pool = ndjson::BufferPool::default();
+    // Parquet chunks first, then NDJSON chunks in the order they were cut.
+    chunks.sort_by_key(|c| (c.file_idx, c.chunk_idx));
+    let parquet_events: usize = chunks.iter().map(|c| c.keys.len()).sum();
+    let mut deduper = dedup::Deduper::with_capacity(expected_events(inputs) + parquet_events);
+    for chunk in &mut chunks {
+        deduper.push(chunk);
+    }
     std::thread::scope(|scope| {
-        let (chunk_tx, chunk_rx) = mpsc::sync_channel::<ndjson::Chunk>(threads * 2);
+        let (chunk_tx, chunk_rx) = mpsc::sync_channel::<(u64, ndjson::Chunk)>(threads * 2);
         let chunk_rx = Arc::new(Mutex::new(chunk_rx));
-        let (out_tx, out_rx) = mpsc::channel::<ParsedChunk>();
+        let (out_tx, out_rx) = mpsc::channel::<(u64, ParsedChunk)>();
         for _ in 0..threads {
             let rx = Arc::clone(&chunk_rx);
             let tx = out_tx.clone();
@@ -128,13 +136,13 @@ pub fn ingest_inputs(inputs: &[Input], skipped: Vec<Skipped>, opts: &IngestOptio
                 let mut shape = ChunkShape::default();
                 loop {
                     let next = rx.lock().map(|r| r.recv());
-                    let Ok(Ok(chunk)) = next else { break };
+                    let Ok(Ok((order, chunk))) = next else { break };
                     let input_idx = ndjson_inputs[(chunk.file_idx - file_offset) as usize].0;
                     let name = Arc::clone(&names[input_idx]);
                     let parsed =
                         ndjson::parse_chunk(&chunk, name, opts.max_line_bytes, norm, &mut shape);
                     pool.give(chunk.data);
-                    if tx.send(parsed).is_err() {
+                    if tx.send((order, parsed)).is_err() {
                         break;
                     }
                 }
@@ -143,10 +151,12 @@ pub fn ingest_inputs(inputs: &[Input], skipped: Vec<Skipped>, opts: &IngestOptio
         drop(out_tx);
         let reader = scope.spawn(|| {
             let mut errors = Vec::new();
+            let mut order = 0u64;
             for (n, (input_idx, input)) in ndjson_inputs.iter().enumerate() {
                 let file_idx = file_offset + n as u32;
                 let mut send = |c: ndjson::Chunk| {
-                    let _ = chunk_tx.send(c);
+                    let _ = chunk_tx.send((order, c));
+                    order += 1;
                 };
                 let err = ndjson::read_chunks(
                     input,
@@ -161,15 +171,31 @@ pub fn ingest_inputs(inputs: &[Input], skipped: Vec<Skipped>, opts: &IngestOptio
             drop(chunk_tx);
             errors
         });
-        chunks.extend(out_rx.iter());
+        // Collapse redeliveries as chunks arrive, in the order they were
+        // cut; chunks parsed ahead of their turn wait here.
+        let mut waiting = std::collections::BTreeMap::new();
+        let mut next = 0u64;
+        for (order, parsed) in out_rx.iter() {
+            waiting.insert(order, parsed);
+            while let Some(mut parsed) = waiting.remove(&next) {
+                deduper.push(&mut parsed);
+                chunks.push(parsed);
+                next += 1;
+            }
+        }
         for (idx, err) in reader.join().expect("reader thread does not panic") {
             read_errors[idx] = err;
         }
     });
+    crate::progress::timing("ingest", "parse", started);
+    let started = std::time::Instant::now();
+    let deduped = deduper.finish();
+    crate::progress::timing("ingest", "dedup", started);
     assemble(
         inputs,
         skipped,
         chunks,
+        deduped,
         read_errors,
         file_offset,
         &ndjson_inputs,
@@ -177,16 +203,31 @@ pub fn ingest_inputs(inputs: &[Input], skipped: Vec<Skipped>, opts: &IngestOptio
     )
 }
 
+/// Distinct events to expect, for sizing the redelivery table once: about
+/// one per 400 bytes of NDJSON, compressed input counting 5x. Too large a
+/// guess costs fresh memory; too small, the table copies itself once.
+fn expected_events(inputs: &[Input]) -> usize {
+    let bytes: u64 = inputs
+        .iter()
+        .map(|i| match i.format {
+            Format::Gzip | Format::Zstd => i.bytes.saturating_mul(5),
+            Format::Parquet => 0,
+            _ => i.bytes,
+        })
+        .sum();
+    (bytes / 400).min(1 << 28) as usize
+}
+
 fn assemble(
     inputs: &[Input],
     skipped: Vec<Skipped>,
-    mut chunks: Vec<ParsedChunk>,
+    chunks: Vec<ParsedChunk>,
+    deduped: dedup::Outcome,
     read_errors: Vec<Option<String>>,
     file_offset: u32,
     ndjson_inputs: &[(usize, &Input)],
     opts: &IngestOptions,
 ) -> Ingested {
-    chunks.sort_by_key(|c| (c.file_idx, c.chunk_idx));
     // Which input each file index belongs to.
     let input_of = |file_idx: u32| -> usize {
         if file_idx >= file_offset {
@@ -195,7 +236,6 @@ fn assemble(
             parquet::input_of(inputs, file_idx)
         }
     };
-    let deduped = dedup::dedup(&mut chunks);
     let mut summaries: Vec<InputSummary> = inputs
         .iter()
         .map(|i| InputSummary {
@@ -229,11 +269,13 @@ fn assemble(
         .into_iter()
         .filter(|b| b.num_rows() > 0)
         .collect();
+    let started = std::time::Instant::now();
     let evidence = events
         .iter()
         .map(evidence::explode)
         .filter(|b| b.num_rows() > 0)
         .collect();
+    crate::progress::timing("ingest", "evidence", started);
     let bad_raw = if opts.keep_bad_raw {
         bad.iter().map(|(_, b)| b.raw.clone()).collect()
     } else {

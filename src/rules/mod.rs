@@ -55,7 +55,7 @@ pub async fn register_views(
         if let Err(e) = result.await {
             errors.push((v.file.clone(), e.to_string()));
         }
-        timing("view", &v.name, started);
+        crate::progress::timing("view", &v.name, started);
     }
     errors
 }
@@ -81,7 +81,7 @@ pub async fn run(
             async move {
                 let started = std::time::Instant::now();
                 let result = run_one(ctx, rule, i as u32, strings).await;
-                timing("rule", &rule.meta.id, started);
+                crate::progress::timing("rule", &rule.meta.id, started);
                 (rule, result)
             }
         })
@@ -101,7 +101,7 @@ pub async fn run(
     progress.finish_and_clear();
     let started = std::time::Instant::now();
     let resolved = resolve(ctx, catalog, rows, strings, window).await;
-    timing("resolve", "(locating events)", started);
+    crate::progress::timing("resolve", "(locating events)", started);
     match resolved {
         Ok(findings) => RuleRun {
             findings: findings.into(),
@@ -125,16 +125,6 @@ fn rules_at_once() -> usize {
         .and_then(|v| v.parse().ok())
         .filter(|n| *n > 0)
         .unwrap_or(3)
-}
-
-/// With `HVAUDIT_TIMING` set, how long each view and rule took, on stderr.
-fn timing(kind: &str, name: &str, started: std::time::Instant) {
-    if std::env::var_os("HVAUDIT_TIMING").is_some() {
-        eprintln!(
-            "timing {kind} {name} {:.3}s",
-            started.elapsed().as_secs_f64()
-        );
-    }
 }
 
 /// One rule's rows, turned into compact rows batch by batch as the query
