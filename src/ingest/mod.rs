@@ -191,14 +191,21 @@ pub fn ingest_inputs(inputs: &[Input], skipped: Vec<Skipped>, opts: &IngestOptio
     let started = std::time::Instant::now();
     let deduped = deduper.finish();
     crate::progress::timing("ingest", "dedup", started);
+    // Which input each file index belongs to.
+    let input_of = |file_idx: u32| -> usize {
+        if file_idx >= file_offset {
+            ndjson_inputs[(file_idx - file_offset) as usize].0
+        } else {
+            parquet::input_of(inputs, file_idx)
+        }
+    };
     assemble(
         inputs,
         skipped,
         chunks,
         deduped,
         read_errors,
-        file_offset,
-        &ndjson_inputs,
+        input_of,
         opts,
     )
 }
@@ -224,18 +231,9 @@ fn assemble(
     chunks: Vec<ParsedChunk>,
     deduped: dedup::Outcome,
     read_errors: Vec<Option<String>>,
-    file_offset: u32,
-    ndjson_inputs: &[(usize, &Input)],
+    input_of: impl Fn(u32) -> usize,
     opts: &IngestOptions,
 ) -> Ingested {
-    // Which input each file index belongs to.
-    let input_of = |file_idx: u32| -> usize {
-        if file_idx >= file_offset {
-            ndjson_inputs[(file_idx - file_offset) as usize].0
-        } else {
-            parquet::input_of(inputs, file_idx)
-        }
-    };
     let mut summaries: Vec<InputSummary> = inputs
         .iter()
         .map(|i| InputSummary {
