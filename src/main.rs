@@ -12,7 +12,16 @@ use std::process::ExitCode;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `mi_option_purge_delay` in mimalloc's option enum (the same in v2 and v3).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
 fn main() -> ExitCode {
+    // Never hand freed pages back to the kernel: a query phase frees and
+    // allocates gigabytes, and each page given back is faulted and zeroed
+    // again on reuse (a 1 GB audit: 75-90 k page faults down to 16 k, a
+    // second of system time; peak RSS within 2%).
+    // SAFETY: sets a process-wide allocator option; no memory is involved.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
     let cli = Cli::parse();
     let quiet = cli.quiet;
     let outcome = match cli.command {
