@@ -11,7 +11,7 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::compute::{SortOptions, filter_record_batch};
 use datafusion::arrow::record_batch::RecordBatch;
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 
 /// One content version of an id: where its row is (in the kept rows).
@@ -59,8 +59,8 @@ impl Deduper {
     /// table of millions of ids copies it each time.
     pub fn with_capacity(events: usize) -> Self {
         Deduper {
-            first: HashMap::with_capacity(events),
-            later: HashMap::new(),
+            first: HashMap::with_capacity_and_hasher(events, Default::default()),
+            later: HashMap::default(),
             kept: Vec::new(),
             per_chunk: Vec::new(),
         }
