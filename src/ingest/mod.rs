@@ -183,6 +183,11 @@ pub fn ingest_inputs(inputs: &[Input], skipped: Vec<Skipped>, opts: &IngestOptio
                 next += 1;
             }
         }
+        // Only a worker that died could leave a gap; keep what came anyway.
+        for (_, mut parsed) in waiting {
+            deduper.push(&mut parsed);
+            chunks.push(parsed);
+        }
         for (idx, err) in reader.join().expect("reader thread does not panic") {
             read_errors[idx] = err;
         }
