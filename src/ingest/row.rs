@@ -433,13 +433,14 @@ fn share_empty(n: usize, columns: Vec<ArrayRef>) -> Vec<ArrayRef> {
                     .add_buffer(zeros.clone())
                     .add_buffer(MutableBuffer::new(0).into()),
                 DataType::Boolean => data.add_buffer(zeros.clone()),
-                t if t.primitive_width().is_some() => data.add_buffer(zeros.clone()),
+                t if t.primitive_width().is_some_and(|w| w <= 8) => data.add_buffer(zeros.clone()),
                 _ => return c,
             };
-            make_array(
-                data.build()
-                    .expect("a zeroed buffer is a valid all-null array"),
-            )
+            // SAFETY: zeroed validity marks every row null, zeroed offsets
+            // make every string empty, and the buffer is long enough for
+            // n + 1 offsets or n values of up to 8 bytes: a valid all-null
+            // array of these types. (Checking it was 3% of ingest.)
+            make_array(unsafe { data.build_unchecked() })
         })
         .collect()
 }
@@ -490,5 +491,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(taken.null_count(), 2);
+        // Built without checks: every column must still pass Arrow's full
+        // validation.
+        for column in batch.columns() {
+            column.to_data().validate_full().unwrap();
+        }
     }
 }
