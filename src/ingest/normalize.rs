@@ -158,7 +158,7 @@ fn strip_position(msg: &str) -> String {
 /// Members of the envelope as read, before they are checked together.
 #[derive(Default)]
 struct RowBuilder<'a> {
-    strs: Vec<(&'static str, Cow<'a, str>)>,
+    strs: [Option<Cow<'a, str>>; STRING_MEMBERS.len()],
     payload: Option<&'a RawValue>,
     delivery: Option<&'a RawValue>,
     evidence_chain: Option<&'a RawValue>,
@@ -167,44 +167,111 @@ struct RowBuilder<'a> {
     expires_at_null: bool,
 }
 
-/// The envelope's string members by name, as a `'static` key (a match
-/// compiles to a length-then-bytes comparison, faster than a list scan).
-fn string_member(key: &str) -> Option<&'static str> {
-    let name = match key {
-        "spec_version" => "spec_version",
-        "aep_version" => "aep_version",
-        "id" => "id",
-        "type" => "type",
-        "source" => "source",
-        "target" => "target",
-        "topic" => "topic",
-        "session_id" => "session_id",
-        "conversation_id" => "conversation_id",
-        "task_id" => "task_id",
-        "parent_task_id" => "parent_task_id",
-        "correlation_id" => "correlation_id",
-        "causation_id" => "causation_id",
-        "created_at" => "created_at",
-        "expires_at" => "expires_at",
-        "payload_schema" => "payload_schema",
-        "belief_status" => "belief_status",
-        "belief_scope" => "belief_scope",
-        "valid_from" => "valid_from",
-        "valid_until" => "valid_until",
-        "stale_after" => "stale_after",
-        "refresh_hint" => "refresh_hint",
-        "delegated_by" => "delegated_by",
-        "delegated_to" => "delegated_to",
-        "handoff_token" => "handoff_token",
-        "checkpoint_id" => "checkpoint_id",
-        "checkpoint_at" => "checkpoint_at",
-        "interruption_policy" => "interruption_policy",
-        "compensation_id" => "compensation_id",
-        "source_trust" => "source_trust",
-        "data_provenance" => "data_provenance",
+/// The envelope's string members; a row holds them by index.
+const STRING_MEMBERS: [&str; 31] = [
+    "spec_version",
+    "aep_version",
+    "id",
+    "type",
+    "source",
+    "target",
+    "topic",
+    "session_id",
+    "conversation_id",
+    "task_id",
+    "parent_task_id",
+    "correlation_id",
+    "causation_id",
+    "created_at",
+    "expires_at",
+    "payload_schema",
+    "belief_status",
+    "belief_scope",
+    "valid_from",
+    "valid_until",
+    "stale_after",
+    "refresh_hint",
+    "delegated_by",
+    "delegated_to",
+    "handoff_token",
+    "checkpoint_id",
+    "checkpoint_at",
+    "interruption_policy",
+    "compensation_id",
+    "source_trust",
+    "data_provenance",
+];
+
+/// The index of a string member named by a literal, found at compile time.
+macro_rules! member {
+    ($name:literal) => {
+        const { member_at($name) }
+    };
+}
+
+const fn member_at(name: &str) -> usize {
+    let mut at = 0;
+    while at < STRING_MEMBERS.len() {
+        if bytes_equal(STRING_MEMBERS[at].as_bytes(), name.as_bytes()) {
+            return at;
+        }
+        at += 1;
+    }
+    panic!("not a string member of the envelope")
+}
+
+const fn bytes_equal(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// The index of a string member read from a line (a match compiles to a length-then-bytes
+/// comparison; a unit test keeps it in step with `STRING_MEMBERS`).
+fn string_member(key: &str) -> Option<usize> {
+    let index = match key {
+        "spec_version" => 0,
+        "aep_version" => 1,
+        "id" => 2,
+        "type" => 3,
+        "source" => 4,
+        "target" => 5,
+        "topic" => 6,
+        "session_id" => 7,
+        "conversation_id" => 8,
+        "task_id" => 9,
+        "parent_task_id" => 10,
+        "correlation_id" => 11,
+        "causation_id" => 12,
+        "created_at" => 13,
+        "expires_at" => 14,
+        "payload_schema" => 15,
+        "belief_status" => 16,
+        "belief_scope" => 17,
+        "valid_from" => 18,
+        "valid_until" => 19,
+        "stale_after" => 20,
+        "refresh_hint" => 21,
+        "delegated_by" => 22,
+        "delegated_to" => 23,
+        "handoff_token" => 24,
+        "checkpoint_id" => 25,
+        "checkpoint_at" => 26,
+        "interruption_policy" => 27,
+        "compensation_id" => 28,
+        "source_trust" => 29,
+        "data_provenance" => 30,
         _ => return None,
     };
-    Some(name)
+    Some(index)
 }
 
 impl<'a> RowBuilder<'a> {
@@ -219,20 +286,15 @@ impl<'a> RowBuilder<'a> {
             "attestation_count" => self.attestation_count = number(key, raw)?,
             "expires_at" if raw == "null" => self.expires_at_null = true,
             _ => match string_member(key) {
-                Some(name) => {
-                    if let Some(s) = string(name, v)? {
-                        self.strs.push((name, s));
-                    }
-                }
+                Some(at) => self.strs[at] = string(STRING_MEMBERS[at], v)?,
                 None => return Ok(false),
             },
         }
         Ok(true)
     }
 
-    fn take(&mut self, name: &str) -> Option<Cow<'a, str>> {
-        let at = self.strs.iter().position(|(k, _)| *k == name)?;
-        Some(self.strs.swap_remove(at).1)
+    fn take(&mut self, at: usize) -> Option<Cow<'a, str>> {
+        self.strs[at].take()
     }
 
     fn finish(
@@ -242,8 +304,8 @@ impl<'a> RowBuilder<'a> {
         extra: Vec<(&Cow<'a, str>, &'a RawValue)>,
         opts: NormalizeOptions,
     ) -> Result<Row<'a>, String> {
-        let spec_version = self.take("spec_version");
-        let aep_version = self.take("aep_version");
+        let spec_version = self.take(member!("spec_version"));
+        let aep_version = self.take(member!("aep_version"));
         let dialect = match (&spec_version, &aep_version) {
             (Some(v), _) if v.starts_with("0.1") => "0.1",
             (Some(_), _) => "0.2",
@@ -260,17 +322,18 @@ impl<'a> RowBuilder<'a> {
                 return Err(format!("required field {name} is empty"));
             }
         }
-        let mut required = |name: &str| -> Result<Cow<'a, str>, String> {
-            match self.take(name) {
+        let mut required = |at: usize| -> Result<Cow<'a, str>, String> {
+            let name = STRING_MEMBERS[at];
+            match self.take(at) {
                 Some(s) if !s.is_empty() => Ok(s),
                 Some(_) => Err(format!("required field {name} is empty")),
                 None => Err(format!("missing required field {name}")),
             }
         };
-        let id = required("id")?;
-        let type_ = required("type")?;
-        let source = required("source")?;
-        let created_at = required("created_at")?;
+        let id = required(member!("id"))?;
+        let type_ = required(member!("type"))?;
+        let source = required(member!("source"))?;
+        let created_at = required(member!("created_at"))?;
         let payload = self.payload.ok_or("missing required field payload")?;
         if !valid_type(&type_) {
             return Err(format!(
@@ -278,12 +341,12 @@ impl<'a> RowBuilder<'a> {
             ));
         }
         let created_us = instant("created_at", &created_at)?;
-        let expires_us = self.instant("expires_at")?;
-        let valid_from_us = self.instant("valid_from")?;
-        let valid_until_us = self.instant("valid_until")?;
-        let checkpoint_at_us = self.instant("checkpoint_at")?;
+        let expires_us = self.instant(member!("expires_at"))?;
+        let valid_from_us = self.instant(member!("valid_from"))?;
+        let valid_until_us = self.instant(member!("valid_until"))?;
+        let checkpoint_at_us = self.instant(member!("checkpoint_at"))?;
         self.check_enum(
-            "belief_status",
+            member!("belief_status"),
             &[
                 "asserted",
                 "retracted",
@@ -293,7 +356,7 @@ impl<'a> RowBuilder<'a> {
             ],
         )?;
         self.check_enum(
-            "belief_scope",
+            member!("belief_scope"),
             &[
                 "fact",
                 "inference",
@@ -303,11 +366,11 @@ impl<'a> RowBuilder<'a> {
             ],
         )?;
         self.check_enum(
-            "interruption_policy",
+            member!("interruption_policy"),
             &["save_and_stop", "drain_then_stop", "force_stop"],
         )?;
         self.check_enum(
-            "source_trust",
+            member!("source_trust"),
             &["verified", "attested", "unverified", "signed"],
         )?;
         if let Some(c) = self.confidence
@@ -320,10 +383,10 @@ impl<'a> RowBuilder<'a> {
         {
             return Err(format!("field attestation_count {c} is negative"));
         }
-        if self.take_ref("handoff_token") == Some("") {
+        if self.take_ref(member!("handoff_token")) == Some("") {
             return Err("field handoff_token is empty".into());
         }
-        let stale_after = self.take("stale_after");
+        let stale_after = self.take(member!("stale_after"));
         let stale_after_ms = match &stale_after {
             Some(s) => Some(parse_duration_ms(s).map_err(|e| format!("field stale_after: {e}"))?),
             None => None,
@@ -345,7 +408,7 @@ impl<'a> RowBuilder<'a> {
         let fields = super::payload::extract(payload, &type_)?;
         let payload_error = payload_schema::check(&type_, payload);
 
-        let handoff_token = self.take("handoff_token");
+        let handoff_token = self.take(member!("handoff_token"));
         let (token_structured, token_error, token) = match (&handoff_token, opts.token_format) {
             (Some(t), TokenFormat::Structured) => match token::decode(t) {
                 Ok(c) => (Some(true), None, Some(c)),
@@ -353,7 +416,7 @@ impl<'a> RowBuilder<'a> {
             },
             _ => (None, None, None),
         };
-        let env_parent_task_id = self.take("parent_task_id");
+        let env_parent_task_id = self.take(member!("parent_task_id"));
         let parent_task_id = env_parent_task_id
             .clone()
             .or_else(|| fields.parent_task_id.clone());
@@ -382,40 +445,40 @@ impl<'a> RowBuilder<'a> {
             id,
             type_,
             source,
-            target: self.take("target"),
-            topic: self.take("topic"),
-            session_id: self.take("session_id"),
-            conversation_id: self.take("conversation_id"),
-            task_id: self.take("task_id"),
+            target: self.take(member!("target")),
+            topic: self.take(member!("topic")),
+            session_id: self.take(member!("session_id")),
+            conversation_id: self.take(member!("conversation_id")),
+            task_id: self.take(member!("task_id")),
             parent_task_id,
             env_parent_task_id,
-            correlation_id: self.take("correlation_id"),
-            causation_id: self.take("causation_id"),
+            correlation_id: self.take(member!("correlation_id")),
+            causation_id: self.take(member!("causation_id")),
             created_us,
             expires_us,
             delivery_mode,
             delivery_sequence,
             delivery_cursor,
-            payload_schema: self.take("payload_schema"),
-            belief_status: self.take("belief_status"),
-            belief_scope: self.take("belief_scope"),
+            payload_schema: self.take(member!("payload_schema")),
+            belief_status: self.take(member!("belief_status")),
+            belief_scope: self.take(member!("belief_scope")),
             confidence: self.confidence,
             valid_from_us,
             valid_until_us,
             stale_after,
             stale_after_ms,
             stale_at_us,
-            refresh_hint: self.take("refresh_hint"),
-            delegated_by: self.take("delegated_by"),
-            delegated_to: self.take("delegated_to"),
+            refresh_hint: self.take(member!("refresh_hint")),
+            delegated_by: self.take(member!("delegated_by")),
+            delegated_to: self.take(member!("delegated_to")),
             handoff_token,
-            checkpoint_id: self.take("checkpoint_id"),
+            checkpoint_id: self.take(member!("checkpoint_id")),
             checkpoint_at_us,
-            interruption_policy: self.take("interruption_policy"),
-            compensation_id: self.take("compensation_id"),
-            source_trust: self.take("source_trust"),
+            interruption_policy: self.take(member!("interruption_policy")),
+            compensation_id: self.take(member!("compensation_id")),
+            source_trust: self.take(member!("source_trust")),
             attestation_count: self.attestation_count,
-            data_provenance: self.take("data_provenance"),
+            data_provenance: self.take(member!("data_provenance")),
             evidence_len,
             token_structured,
             token_error,
@@ -439,22 +502,20 @@ impl<'a> RowBuilder<'a> {
         })
     }
 
-    fn take_ref(&self, name: &str) -> Option<&str> {
-        self.strs
-            .iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.as_ref())
+    fn take_ref(&self, at: usize) -> Option<&str> {
+        self.strs[at].as_deref()
     }
 
-    fn instant(&mut self, name: &str) -> Result<Option<i64>, String> {
-        match self.take(name) {
-            Some(s) => instant(name, &s).map(Some),
+    fn instant(&mut self, at: usize) -> Result<Option<i64>, String> {
+        match self.take(at) {
+            Some(s) => instant(STRING_MEMBERS[at], &s).map(Some),
             None => Ok(None),
         }
     }
 
-    fn check_enum(&self, name: &str, allowed: &[&str]) -> Result<(), String> {
-        match self.take_ref(name) {
+    fn check_enum(&self, at: usize, allowed: &[&str]) -> Result<(), String> {
+        let name = STRING_MEMBERS[at];
+        match self.take_ref(at) {
             Some(v) if !allowed.contains(&v) => Err(format!(
                 "field {name} {v:?} is not one of {}",
                 allowed.join(", ")
@@ -475,7 +536,7 @@ fn string<'a>(name: &str, v: &'a RawValue) -> Result<Option<Cow<'a, str>>, Strin
         return Ok(None);
     }
     // Fast path: a string without escapes borrows straight from the line.
-    if raw.len() >= 2 && raw.starts_with('"') && !raw.contains('\\') {
+    if raw.len() >= 2 && raw.starts_with('"') && memchr::memchr(b'\\', raw.as_bytes()).is_none() {
         return Ok(Some(Cow::Borrowed(&raw[1..raw.len() - 1])));
     }
     if !raw.starts_with('"') {
@@ -591,4 +652,17 @@ fn parse_delivery(d: &RawValue) -> Result<Delivery<'_>, String> {
 fn check_evidence(e: &RawValue) -> Result<i32, String> {
     let entries = super::evidence::parse_chain(e.get())?;
     Ok(i32::try_from(entries.len()).unwrap_or(i32::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_string_member_has_its_own_index() {
+        for (at, name) in STRING_MEMBERS.iter().enumerate() {
+            assert_eq!(string_member(name), Some(at));
+        }
+        assert_eq!(string_member("payload"), None);
+    }
 }
