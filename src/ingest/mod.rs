@@ -11,6 +11,7 @@ pub mod payload;
 pub mod payload_schema;
 pub mod row;
 pub mod schema;
+mod text_column;
 pub mod time;
 pub mod token;
 

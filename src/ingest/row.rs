@@ -2,9 +2,10 @@
 //! `events` record batches (columns in the order of `schema::EVENTS`).
 
 use super::schema::EVENTS;
+use super::text_column::TextColumn;
 use datafusion::arrow::array::{
     Array, ArrayData, ArrayRef, BooleanBuilder, Float64Builder, Int32Builder, Int64Builder,
-    StringArray, StringBuilder, TimestampMicrosecondBuilder, make_array,
+    StringArray, TimestampMicrosecondBuilder, make_array,
 };
 use datafusion::arrow::buffer::{Buffer, MutableBuffer};
 use datafusion::arrow::datatypes::DataType;
@@ -85,8 +86,8 @@ pub struct Row<'a> {
 pub struct EventBuilders {
     src_file: Arc<str>,
     ints: Vec<Int64Builder>,
-    strs: Vec<StringBuilder>,
-    extra: StringBuilder,
+    strs: Vec<TextColumn>,
+    extra: TextColumn,
     times: Vec<TimestampMicrosecondBuilder>,
     floats: Vec<Float64Builder>,
     version: Int32Builder,
@@ -181,13 +182,14 @@ fn text_bytes_per_row(column: &str) -> usize {
     }
 }
 
-/// Rows, and text bytes of each text column, per input byte of the last
+/// Rows, and values and text bytes of each text column, per input byte of the last
 /// chunk a worker parsed. The next chunk's buffers are sized from it, so
 /// they are neither grown nor shrunk by copying: every fresh page costs a
 /// kernel page clear, which profiles showed as a large share of ingest.
 #[derive(Clone, Debug)]
 pub struct ChunkShape {
     rows: f64,
+    values: [f64; STR_COLS.len()],
     text: [f64; STR_COLS.len()],
 }
 
@@ -199,6 +201,13 @@ impl Default for ChunkShape {
         const LINE_BYTES: f64 = 400.0;
         ChunkShape {
             rows: 1.0 / LINE_BYTES,
+            values: STR_COLS.map(|c| {
+                if text_bytes_per_row(c) > 0 {
+                    1.0 / LINE_BYTES
+                } else {
+                    0.0
+                }
+            }),
             text: STR_COLS.map(|c| text_bytes_per_row(c) as f64 / LINE_BYTES),
         }
     }
@@ -207,7 +216,7 @@ impl Default for ChunkShape {
 impl EventBuilders {
     /// Builders for `capacity` rows; text buffers grow as rows come.
     pub fn new(src_file: Arc<str>, capacity: usize) -> Self {
-        Self::with_capacities(src_file, capacity.max(16), |_| 0, 0)
+        Self::with_capacities(src_file, capacity.max(16), |_| (0, 0), 0)
     }
 
     /// Builders for a chunk of `input_bytes`, sized as the last one was.
@@ -215,22 +224,26 @@ impl EventBuilders {
         // A little headroom: a buffer that must grow is copied whole.
         let scaled = |per_byte: f64| (per_byte * input_bytes as f64 * 1.05) as usize;
         let rows = scaled(shape.rows) + 16;
-        Self::with_capacities(src_file, rows, |i| scaled(shape.text[i]), input_bytes)
+        let text = |i: usize| (scaled(shape.values[i]), scaled(shape.text[i]));
+        Self::with_capacities(src_file, rows, text, input_bytes)
     }
 
     fn with_capacities(
         src_file: Arc<str>,
         cap: usize,
-        text_bytes: impl Fn(usize) -> usize,
+        text: impl Fn(usize) -> (usize, usize),
         input_bytes: usize,
     ) -> Self {
         EventBuilders {
             src_file,
             ints: INT_COLS.map(|_| Int64Builder::with_capacity(cap)).into(),
             strs: (0..STR_COLS.len())
-                .map(|i| StringBuilder::with_capacity(cap, text_bytes(i)))
+                .map(|i| {
+                    let (values, bytes) = text(i);
+                    TextColumn::with_capacity(values, bytes)
+                })
                 .collect(),
-            extra: StringBuilder::new(),
+            extra: TextColumn::default(),
             times: TIME_COLS
                 .map(|_| TimestampMicrosecondBuilder::with_capacity(cap))
                 .into(),
@@ -250,7 +263,8 @@ impl EventBuilders {
         let bytes = self.input_bytes as f64;
         (self.input_bytes >= MEASURED_CHUNK_BYTES).then(|| ChunkShape {
             rows: self.rows as f64 / bytes,
-            text: std::array::from_fn(|i| self.strs[i].values_slice().len() as f64 / bytes),
+            values: std::array::from_fn(|i| self.strs[i].values() as f64 / bytes),
+            text: std::array::from_fn(|i| self.strs[i].text_bytes() as f64 / bytes),
         })
     }
 
@@ -346,10 +360,15 @@ impl EventBuilders {
             r.delivery.as_deref(),
             r.evidence_chain.as_deref(),
         ];
-        for (b, v) in self.strs.iter_mut().zip(strs) {
-            b.append_option(v);
+        let row = u32::try_from(self.rows).expect("a chunk has fewer than 2^32 rows");
+        for (column, value) in self.strs.iter_mut().zip(strs) {
+            if let Some(value) = value {
+                column.push(row, value);
+            }
         }
-        self.extra.append_option(r.extra.as_deref());
+        if let Some(extra) = &r.extra {
+            self.extra.push(row, extra);
+        }
         self.rows += 1;
     }
 
@@ -366,10 +385,10 @@ impl EventBuilders {
         for (name, b) in FLOAT_COLS.iter().zip(self.floats.iter_mut()) {
             named.push((name, Arc::new(b.finish())));
         }
-        for (name, b) in STR_COLS.iter().zip(self.strs.iter_mut()) {
-            named.push((name, Arc::new(b.finish())));
+        for (name, column) in STR_COLS.iter().zip(std::mem::take(&mut self.strs)) {
+            named.push((name, column.finish(n)));
         }
-        named.push(("extra", Arc::new(self.extra.finish())));
+        named.push(("extra", std::mem::take(&mut self.extra).finish(n)));
         named.push(("version", Arc::new(self.version.finish())));
         named.push(("evidence_len", Arc::new(self.evidence_len.finish())));
         named.push(("token_structured", Arc::new(self.token_structured.finish())));
