@@ -98,7 +98,7 @@ pub struct InputArgs {
     #[arg(long, value_enum, default_value_t = TokenArg::Opaque)]
     pub token_format: TokenArg,
     /// Reject lines longer than this many bytes (e.g. 16M).
-    #[arg(long, value_parser = parse_size, default_value = "16M")]
+    #[arg(long, value_parser = parse_line_cap, default_value = "16M")]
     pub max_line_bytes: u64,
     /// Write the rejected lines, verbatim, to this file.
     #[arg(long, value_name = "FILE")]
@@ -326,6 +326,16 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         _ => return Err(format!("{s:?}: unknown unit; use K, M, G or T")),
     };
     Ok((n * mult as f64) as u64)
+}
+
+/// A line cap: a size of at most 1G, so that a chunk's text column (a
+/// few MB of lines plus one long line) stays within Arrow's 2 GiB offsets.
+fn parse_line_cap(s: &str) -> Result<u64, String> {
+    let cap = parse_size(s)?;
+    if cap > 1 << 30 {
+        return Err(format!("{s:?} is above the largest line cap, 1G"));
+    }
+    Ok(cap)
 }
 
 fn parse_instant(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {

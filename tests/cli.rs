@@ -82,6 +82,11 @@ fn unreadable_paths_and_bad_options_exit_2_with_advice() {
         .code(2)
         .stderr(predicate::str::contains("unknown severity"));
     hvaudit()
+        .args(["audit", "--max-line-bytes", "3G", "x"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("above the largest line cap, 1G"));
+    hvaudit()
         .args(["sql", "-q", "-e", "SELECT nope FROM events"])
         .arg(upstream("aep-0.1/fixtures"))
         .assert()
