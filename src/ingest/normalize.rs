@@ -39,8 +39,8 @@ pub struct Parsed<'a> {
     pub row: Row<'a>,
     /// Hash of the id (the dedup key).
     pub id_hash: u128,
-    /// Order-independent hash of the members; equal hashes mean equal
-    /// content. Different hashes are compared again value by value.
+    /// Hash of the line's text; equal hashes mean equal content. Different
+    /// hashes are compared again value by value.
     pub content_hash: u64,
 }
 
@@ -103,12 +103,10 @@ pub fn parse_line<'a>(
             _ => format!("not JSON: {msg}"),
         })
     })?;
-    let mut content_hash = 0u64;
-    for (k, v) in &members.0 {
-        let mut h = xxh3_64(k.as_bytes());
-        h = h.rotate_left(17) ^ xxh3_64(v.get().as_bytes());
-        content_hash = content_hash.wrapping_add(h);
-    }
+    // One hash of the whole line: a redelivery is almost always the same
+    // text. The same content written differently (key order, white space)
+    // hashes differently and is found by the value-by-value comparison.
+    let content_hash = xxh3_64(line.as_bytes());
     let mut b = RowBuilder::default();
     let mut extra: Vec<(&Cow<'a, str>, &'a RawValue)> = Vec::new();
     let mut result = Ok(());
