@@ -23,6 +23,21 @@ pub struct Cli {
     pub quiet: bool,
 }
 
+impl Cli {
+    /// The `--memory-limit` the command was given, if it takes one.
+    pub fn memory_limit(&self) -> Option<u64> {
+        match &self.command {
+            Command::Audit(a) => a.input.memory_limit,
+            Command::Sql(a) => a.input.memory_limit,
+            Command::Convert(a) => a.input.memory_limit,
+            Command::Replay(a) => a.input.memory_limit,
+            #[cfg(feature = "cluster")]
+            Command::Executor(a) => a.memory_limit,
+            _ => None,
+        }
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the audit rules and write a report.
@@ -369,4 +384,23 @@ pub fn parse_horizon(s: &str) -> Result<i64, String> {
         _ => return Err(format!("{s:?}: unknown unit; use ms, s, m, h or d")),
     };
     Ok(n * ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_memory_limit_is_read_from_the_command_that_takes_it() {
+        let with = Cli::try_parse_from(["hvaudit", "audit", "--memory-limit", "2G", "x"]).unwrap();
+        assert_eq!(with.memory_limit(), Some(2 << 30));
+        let without = Cli::try_parse_from(["hvaudit", "sql", "x", "-e", "SELECT 1"]).unwrap();
+        assert_eq!(without.memory_limit(), None);
+    }
+
+    #[test]
+    fn the_line_cap_is_at_most_1g() {
+        assert_eq!(parse_line_cap("1G"), Ok(1 << 30));
+        assert!(parse_line_cap("1025M").is_err());
+    }
 }
