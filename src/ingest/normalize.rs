@@ -232,8 +232,9 @@ const fn bytes_equal(a: &[u8], b: &[u8]) -> bool {
     true
 }
 
-/// The index of a string member read from a line (a match compiles to a length-then-bytes
-/// comparison; a unit test keeps it in step with `STRING_MEMBERS`).
+/// The index of a string member read from a line (a match compiles to a
+/// length-then-bytes comparison; a unit test keeps it in step with
+/// `STRING_MEMBERS`).
 fn string_member(key: &str) -> Option<usize> {
     let index = match key {
         "spec_version" => 0,

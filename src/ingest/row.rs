@@ -182,8 +182,8 @@ fn text_bytes_per_row(column: &str) -> usize {
     }
 }
 
-/// Rows, and values and text bytes of each text column, per input byte of the last
-/// chunk a worker parsed. The next chunk's buffers are sized from it, so
+/// Rows, and the values and text bytes of each text column, per input byte
+/// of the last chunk a worker parsed. The next chunk's buffers are sized from it, so
 /// they are neither grown nor shrunk by copying: every fresh page costs a
 /// kernel page clear, which profiles showed as a large share of ingest.
 #[derive(Clone, Debug)]
