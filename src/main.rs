@@ -8,7 +8,10 @@ use hvaudit::commands;
 use std::process::ExitCode;
 
 // Arrow allocates many large buffers; mimalloc reuses freed pages instead of
-// returning them to the kernel and faulting fresh zeroed ones back in.
+// returning them to the kernel and faulting fresh zeroed ones back in. It is
+// built without transparent huge pages (feature no_thp): the kernel's
+// clearing of fresh 2 MB pages cost a 1 GB ingest 2.9-4.1 s of system time
+// against 0.8-1.2 s with 4 KB pages, and held 1.87 GB against 1.63 GB.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
