@@ -165,41 +165,6 @@ struct RowBuilder<'a> {
     expires_at_null: bool,
 }
 
-/// The envelope's string members; a row holds them by index.
-const STRING_MEMBERS: [&str; 31] = [
-    "spec_version",
-    "aep_version",
-    "id",
-    "type",
-    "source",
-    "target",
-    "topic",
-    "session_id",
-    "conversation_id",
-    "task_id",
-    "parent_task_id",
-    "correlation_id",
-    "causation_id",
-    "created_at",
-    "expires_at",
-    "payload_schema",
-    "belief_status",
-    "belief_scope",
-    "valid_from",
-    "valid_until",
-    "stale_after",
-    "refresh_hint",
-    "delegated_by",
-    "delegated_to",
-    "handoff_token",
-    "checkpoint_id",
-    "checkpoint_at",
-    "interruption_policy",
-    "compensation_id",
-    "source_trust",
-    "data_provenance",
-];
-
 /// The index of a string member named by a literal, found at compile time.
 macro_rules! member {
     ($name:literal) => {
@@ -232,46 +197,56 @@ const fn bytes_equal(a: &[u8], b: &[u8]) -> bool {
     true
 }
 
-/// The index of a string member read from a line (a match compiles to a
-/// length-then-bytes comparison; a unit test keeps it in step with
-/// `STRING_MEMBERS`).
-fn string_member(key: &str) -> Option<usize> {
-    let index = match key {
-        "spec_version" => 0,
-        "aep_version" => 1,
-        "id" => 2,
-        "type" => 3,
-        "source" => 4,
-        "target" => 5,
-        "topic" => 6,
-        "session_id" => 7,
-        "conversation_id" => 8,
-        "task_id" => 9,
-        "parent_task_id" => 10,
-        "correlation_id" => 11,
-        "causation_id" => 12,
-        "created_at" => 13,
-        "expires_at" => 14,
-        "payload_schema" => 15,
-        "belief_status" => 16,
-        "belief_scope" => 17,
-        "valid_from" => 18,
-        "valid_until" => 19,
-        "stale_after" => 20,
-        "refresh_hint" => 21,
-        "delegated_by" => 22,
-        "delegated_to" => 23,
-        "handoff_token" => 24,
-        "checkpoint_id" => 25,
-        "checkpoint_at" => 26,
-        "interruption_policy" => 27,
-        "compensation_id" => 28,
-        "source_trust" => 29,
-        "data_provenance" => 30,
-        _ => return None,
+/// The envelope's string members, as one list: the array a row holds them
+/// by (index) and the match that finds a key read from a line.
+macro_rules! string_members {
+    ($($name:literal),* $(,)?) => {
+        const STRING_MEMBERS: [&str; [$($name),*].len()] = [$($name),*];
+
+        /// The index of a string member read from a line (a match compiles to
+        /// a length-then-bytes comparison).
+        fn string_member(key: &str) -> Option<usize> {
+            Some(match key {
+                $($name => member!($name),)*
+                _ => return None,
+            })
+        }
     };
-    Some(index)
 }
+
+string_members!(
+    "spec_version",
+    "aep_version",
+    "id",
+    "type",
+    "source",
+    "target",
+    "topic",
+    "session_id",
+    "conversation_id",
+    "task_id",
+    "parent_task_id",
+    "correlation_id",
+    "causation_id",
+    "created_at",
+    "expires_at",
+    "payload_schema",
+    "belief_status",
+    "belief_scope",
+    "valid_from",
+    "valid_until",
+    "stale_after",
+    "refresh_hint",
+    "delegated_by",
+    "delegated_to",
+    "handoff_token",
+    "checkpoint_id",
+    "checkpoint_at",
+    "interruption_policy",
+    "compensation_id",
+    "source_trust",
+    "data_provenance",
+);
 
 impl<'a> RowBuilder<'a> {
     /// Take one member; Ok(false) when it is not an envelope field.
