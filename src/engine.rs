@@ -31,6 +31,8 @@ pub struct EngineOptions {
     /// Memory pool size in bytes; beyond it operators spill to disk.
     pub memory_limit: Option<usize>,
     pub spill_dir: Option<PathBuf>,
+    /// Partitions per query; by default one per core.
+    pub partitions: Option<usize>,
 }
 
 /// What the rules read from the `settings` and `decision_types` tables.
@@ -53,7 +55,7 @@ pub fn session(opts: &EngineOptions) -> Result<SessionContext> {
     }
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let config = SessionConfig::new()
-        .with_target_partitions(cores)
+        .with_target_partitions(opts.partitions.unwrap_or(cores).max(1))
         .with_information_schema(true);
     let mut ctx = SessionContext::new_with_config_rt(config, runtime.build_arc()?);
     datafusion_functions_json::register_all(&mut ctx)?;

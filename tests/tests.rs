@@ -15,3 +15,4 @@ mod roundtrip;
 mod rules_flow;
 mod rules_shape;
 mod synth;
+mod user_rules;

@@ -23,6 +23,7 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
             engine::session(&EngineOptions {
                 memory_limit: args.input.memory_limit.map(|m| m as usize),
                 spill_dir: args.input.spill_dir.clone(),
+                partitions: None,
             })
         };
         let ctx = match &cluster {

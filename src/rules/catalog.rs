@@ -26,7 +26,8 @@ pub struct Rule {
     pub sql: String,
 }
 
-/// All views (in registration order) and rules (sorted by id).
+/// All views (by file name; each registers after the views it reads) and
+/// rules (sorted by id).
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     pub views: Vec<View>,

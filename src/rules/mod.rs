@@ -26,8 +26,8 @@ pub struct Window {
     pub until: Option<DateTime<Utc>>,
 }
 
-/// Register the catalog's views; a view that fails is reported, not fatal
-/// (the rules that use it fail and are reported by name too). With
+/// Register the catalog's views in order; a view that fails is reported,
+/// not fatal (the rules that use it fail and are reported by name too). With
 /// `materialize` off (on a cluster, where a client-side table cannot be
 /// shipped to executors) every view stays a plain view.
 pub async fn register_views(
@@ -37,67 +37,143 @@ pub async fn register_views(
 ) -> Vec<(String, String)> {
     let mut errors = Vec::new();
     for v in &catalog.views {
-        let started = std::time::Instant::now();
-        let result = async {
-            let df = ctx.sql(&v.sql).await?;
-            if v.materialize && materialize {
-                let planned = df.schema().inner().clone();
-                let batches = df.collect().await?;
-                // The batches may be stricter about nulls than the plan
-                // (e.g. a window over a non-null column); keep theirs.
-                let schema = batches.first().map_or(planned, |b| b.schema());
-                ctx.register_table(&v.name, Arc::new(MemTable::try_new(schema, vec![batches])?))?;
-            } else {
-                ctx.register_table(&v.name, df.into_view())?;
-            }
-            Ok::<_, DataFusionError>(())
-        };
-        if let Err(e) = result.await {
+        if let Err(e) = register_view(ctx, v, materialize).await {
             errors.push((v.file.clone(), e.to_string()));
         }
-        crate::progress::timing("view", &v.name, started);
     }
     errors
 }
 
-/// Run every rule of the catalog and assemble sorted findings.
+/// Plan one view and register it, computed and kept when it asks to be.
+async fn register_view(
+    ctx: &SessionContext,
+    v: &catalog::View,
+    materialize: bool,
+) -> datafusion::error::Result<()> {
+    let started = std::time::Instant::now();
+    let result = async {
+        let df = ctx.sql(&v.sql).await?;
+        if v.materialize && materialize {
+            let planned = df.schema().inner().clone();
+            let batches = df.collect().await?;
+            // The batches may be stricter about nulls than the plan
+            // (e.g. a window over a non-null column); keep theirs.
+            let schema = batches.first().map_or(planned, |b| b.schema());
+            ctx.register_table(&v.name, Arc::new(MemTable::try_new(schema, vec![batches])?))?;
+        } else {
+            ctx.register_table(&v.name, df.into_view())?;
+        }
+        Ok(())
+    }
+    .await;
+    crate::progress::timing("view", &v.name, started);
+    result
+}
+
+/// One unit of work: a view to register or a rule to run.
+#[derive(Clone, Copy)]
+enum Job {
+    View(usize),
+    Rule(usize),
+}
+
+/// Register the views and run every rule of the catalog, then assemble
+/// sorted findings. Views and rules run as one dependency graph, a few at
+/// once: a view starts when the views it reads are registered, a rule when
+/// its views are. Each query is mostly serial, so two or three running side
+/// by side keep the cores busier than one query split across them.
 pub async fn run(
     ctx: &SessionContext,
     catalog: &Catalog,
+    materialize: bool,
     progress: &indicatif::ProgressBar,
     window: Window,
 ) -> RuleRun {
-    use futures::StreamExt;
-    let mut rows = Vec::new();
-    let mut errors = Vec::new();
+    use futures::stream::{FuturesUnordered, StreamExt};
+    let deps = Dependencies::of(ctx, catalog);
     // One copy of each task id, shared with the places looked up later.
-    let strings = Mutex::new(Interner::default());
-    // A few rules at once: each query has serial stretches (planning, the
-    // final merge) that leave cores idle. `buffered` keeps catalog order,
-    // so the output does not depend on which rule finishes first.
-    let mut results = futures::stream::iter(catalog.rules.iter().enumerate())
-        .map(|(i, rule)| {
-            let strings = &strings;
-            async move {
-                let started = std::time::Instant::now();
-                let result = run_one(ctx, rule, i as u32, strings).await;
-                crate::progress::timing("rule", &rule.meta.id, started);
-                (rule, result)
+    let strings = Arc::new(Mutex::new(Interner::default()));
+    let mut view_results: Vec<Option<datafusion::error::Result<()>>> =
+        catalog.views.iter().map(|_| None).collect();
+    let mut rule_results: Vec<Option<datafusion::error::Result<Vec<Row>>>> =
+        catalog.rules.iter().map(|_| None).collect();
+    // Views first (rules wait on them), each list in catalog order.
+    let mut pending: Vec<Job> = (0..catalog.views.len())
+        .map(Job::View)
+        .chain((0..catalog.rules.len()).map(Job::Rule))
+        .collect();
+    let mut running = FuturesUnordered::new();
+    let at_once = jobs_at_once();
+    loop {
+        while running.len() < at_once {
+            let ready = pending
+                .iter()
+                .position(|job| deps.of_job(*job).iter().all(|&v| view_results[v].is_some()));
+            let Some(ready) = ready else { break };
+            let job = pending.remove(ready);
+            // A task of its own: a one-partition query runs entirely in the
+            // task that polls it, so jobs polled together would share a core.
+            let ctx = ctx.clone();
+            let handle = match job {
+                Job::View(i) => {
+                    let view = catalog.views[i].clone();
+                    tokio::spawn(async move {
+                        register_view(&ctx, &view, materialize).await?;
+                        Ok(Vec::new())
+                    })
+                }
+                Job::Rule(i) => {
+                    let rule = catalog.rules[i].clone();
+                    let strings = Arc::clone(&strings);
+                    tokio::spawn(async move {
+                        let started = std::time::Instant::now();
+                        let result = run_one(&ctx, &rule, i as u32, &strings).await;
+                        crate::progress::timing("rule", &rule.meta.id, started);
+                        result
+                    })
+                }
+            };
+            running.push(async move { (job, handle.await) });
+        }
+        // Nothing runs and nothing can start: what is left waits on a cycle
+        // of views.
+        let Some((job, joined)) = running.next().await else {
+            break;
+        };
+        let outcome = joined.unwrap_or_else(|e| {
+            Err(DataFusionError::Execution(format!(
+                "the query stopped: {e}"
+            )))
+        });
+        match job {
+            Job::View(i) => view_results[i] = Some(outcome.map(drop)),
+            Job::Rule(i) => {
+                progress.set_message(catalog.rules[i].meta.id.clone());
+                progress.inc(1);
+                rule_results[i] = Some(outcome);
             }
-        })
-        .buffered(rules_at_once());
-    while let Some((rule, result)) = results.next().await {
-        progress.set_message(rule.meta.id.clone());
-        match result {
+        }
+    }
+    drop(running);
+    let cycle = || DataFusionError::Plan("it reads views that read each other in a cycle".into());
+    let mut errors = Vec::new();
+    for (v, result) in catalog.views.iter().zip(view_results) {
+        if let Err(e) = result.unwrap_or_else(|| Err(cycle())) {
+            errors.push((v.file.clone(), e.to_string()));
+        }
+    }
+    let mut rows = Vec::new();
+    for (rule, result) in catalog.rules.iter().zip(rule_results) {
+        match result.unwrap_or_else(|| Err(cycle())) {
             // The first rule with rows hands its vector over (no copy).
             Ok(added) if rows.is_empty() => rows = added,
             Ok(mut added) => rows.append(&mut added),
             Err(e) => errors.push((rule.meta.id.clone(), e.to_string())),
         }
-        progress.inc(1);
     }
-    drop(results);
-    let strings = strings.into_inner().unwrap_or_else(|e| e.into_inner());
+    let strings = Arc::try_unwrap(strings)
+        .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
+        .unwrap_or_default();
     progress.finish_and_clear();
     let started = std::time::Instant::now();
     let resolved = resolve(ctx, catalog, rows, strings, window).await;
@@ -117,9 +193,55 @@ pub async fn run(
     }
 }
 
-/// How many rule queries run concurrently: 3 (measured in benches/README.md),
-/// or `HVAUDIT_RULES_AT_ONCE` for measuring others.
-fn rules_at_once() -> usize {
+/// Which views each view and rule reads (by index into the catalog's
+/// views), from the table names in its SQL. A query that does not parse
+/// depends on nothing; running it reports the parse error.
+struct Dependencies {
+    views: Vec<Vec<usize>>,
+    rules: Vec<Vec<usize>>,
+}
+
+impl Dependencies {
+    fn of(ctx: &SessionContext, catalog: &Catalog) -> Dependencies {
+        let state = ctx.state();
+        let dialect = state.config().options().sql_parser.dialect;
+        let reads = |sql: &str, itself: Option<usize>| -> Vec<usize> {
+            let Ok(statement) = state.sql_to_statement(sql, &dialect) else {
+                return Vec::new();
+            };
+            let tables = state
+                .resolve_table_references(&statement)
+                .unwrap_or_default();
+            catalog
+                .views
+                .iter()
+                .enumerate()
+                .filter(|&(i, v)| Some(i) != itself && tables.iter().any(|t| t.table() == v.name))
+                .map(|(i, _)| i)
+                .collect()
+        };
+        Dependencies {
+            views: catalog
+                .views
+                .iter()
+                .enumerate()
+                .map(|(i, v)| reads(&v.sql, Some(i)))
+                .collect(),
+            rules: catalog.rules.iter().map(|r| reads(&r.sql, None)).collect(),
+        }
+    }
+
+    fn of_job(&self, job: Job) -> &[usize] {
+        match job {
+            Job::View(i) => &self.views[i],
+            Job::Rule(i) => &self.rules[i],
+        }
+    }
+}
+
+/// How many views and rules run concurrently: 3 (measured in
+/// benches/README.md), or `HVAUDIT_RULES_AT_ONCE` for measuring others.
+fn jobs_at_once() -> usize {
     std::env::var("HVAUDIT_RULES_AT_ONCE")
         .ok()
         .and_then(|v| v.parse().ok())
