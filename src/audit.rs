@@ -78,8 +78,8 @@ impl AuditConfig {
     }
 
     /// The engine for the rule set: one partition per query. The rules run
-    /// side by side and keep the cores busy; splitting each query as well
-    /// only adds repartitioning (measured in benches/README.md).
+    /// side by side, one more than the cores, and keep them busy; splitting
+    /// each query as well only adds repartitioning (benches/README.md).
     fn rule_engine_options(&self) -> EngineOptions {
         EngineOptions {
             partitions: Some(1),
