@@ -503,15 +503,21 @@ fn instant(name: &str, text: &str) -> Result<i64, String> {
     parse_instant_us(text).map_err(|e| format!("field {name} {text:?}: {e}"))
 }
 
+/// The text of a JSON string literal without escapes: it borrows straight
+/// from the line, with no decoding (the common case, checked by memchr).
+pub(super) fn unescaped(raw: &str) -> Option<&str> {
+    (raw.len() >= 2 && raw.starts_with('"') && memchr::memchr(b'\\', raw.as_bytes()).is_none())
+        .then(|| &raw[1..raw.len() - 1])
+}
+
 /// A string member; JSON null counts as absent.
 fn string<'a>(name: &str, v: &'a RawValue) -> Result<Option<Cow<'a, str>>, String> {
     let raw = v.get();
     if raw == "null" {
         return Ok(None);
     }
-    // Fast path: a string without escapes borrows straight from the line.
-    if raw.len() >= 2 && raw.starts_with('"') && memchr::memchr(b'\\', raw.as_bytes()).is_none() {
-        return Ok(Some(Cow::Borrowed(&raw[1..raw.len() - 1])));
+    if let Some(text) = unescaped(raw) {
+        return Ok(Some(Cow::Borrowed(text)));
     }
     if !raw.starts_with('"') {
         return Err(format!(

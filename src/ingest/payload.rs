@@ -112,8 +112,8 @@ fn object<'a, T: Deserialize<'a>>(name: &str, text: &'a str) -> Result<T, String
 
 fn string(v: &RawValue) -> Option<Cow<'_, str>> {
     let raw = v.get();
-    if raw.len() >= 2 && raw.starts_with('"') && memchr::memchr(b'\\', raw.as_bytes()).is_none() {
-        return Some(Cow::Borrowed(&raw[1..raw.len() - 1]));
+    if let Some(text) = super::normalize::unescaped(raw) {
+        return Some(Cow::Borrowed(text));
     }
     serde_json::from_str::<String>(raw).ok().map(Cow::Owned)
 }
