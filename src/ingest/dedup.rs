@@ -4,7 +4,7 @@
 //! then input order) for the integrity rule.
 
 use super::ndjson::ParsedChunk;
-use super::row::share_empty_columns;
+use super::row::{EventBuilders, share_empty_columns};
 use super::schema::{EVENTS, events_col};
 use datafusion::arrow::array::{
     Array, ArrayRef, BooleanArray, Int32Array, Int64Array, StringArray, make_comparator,
@@ -12,6 +12,7 @@ use datafusion::arrow::array::{
 use datafusion::arrow::compute::{FilterBuilder, SortOptions};
 use datafusion::arrow::record_batch::RecordBatch;
 use foldhash::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 /// One content version of an id: where its row is (in the kept rows).
@@ -35,6 +36,45 @@ pub struct Outcome {
     pub per_chunk: Vec<(u64, u64)>,
 }
 
+/// A chunk's event rows, as they reach the dedup.
+pub enum ChunkRows {
+    /// Parsed from NDJSON and not laid out yet: only the rows the dedup
+    /// keeps are, so a chunk is not copied to drop its redeliveries.
+    Building(EventBuilders),
+    /// Read as a batch (Parquet).
+    Built(RecordBatch),
+}
+
+impl ChunkRows {
+    pub fn len(&self) -> usize {
+        match self {
+            ChunkRows::Building(b) => b.len(),
+            ChunkRows::Built(b) => b.num_rows(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The rows marked in `keep`, `kept` of them.
+    fn keep(self, keep: Vec<bool>, kept: usize) -> RecordBatch {
+        match self {
+            ChunkRows::Building(b) => b.finish_keeping(Some(&keep)),
+            ChunkRows::Built(b) if kept == b.num_rows() => b,
+            ChunkRows::Built(b) => drop_rows(b, keep, kept),
+        }
+    }
+
+    /// Every row, laid out.
+    pub fn finish(self) -> RecordBatch {
+        match self {
+            ChunkRows::Building(b) => b.finish(),
+            ChunkRows::Built(b) => b,
+        }
+    }
+}
+
 /// A chunk's rows once its redeliveries are dropped.
 struct Kept {
     events: RecordBatch,
@@ -44,9 +84,10 @@ struct Kept {
 
 /// Collapses redeliveries chunk by chunk, in input order, as chunks come
 /// from the parsers: whether a row is kept depends only on the rows before
-/// it, so each chunk is cut down (and its full batch freed) while later
+/// it, so each chunk is laid out without its redeliveries while later
 /// chunks are still being parsed. Only the redelivery counts and version
-/// numbers of kept rows change afterwards.
+/// numbers of kept rows change afterwards, and the rare rows whose text
+/// differed from an earlier one's but whose values are the same.
 pub struct Deduper {
     first: HashMap<u128, Version>,
     later: HashMap<u128, Vec<Version>>,
@@ -68,52 +109,45 @@ impl Deduper {
 
     /// Take the next chunk in input order: its events and keys move in,
     /// the rest of it (lines, bad lines) stays with the caller.
+    ///
+    /// Rows are told apart here by their content hash alone; a row whose
+    /// hash is new for its id is kept as a version, and [`Self::finish`]
+    /// folds versions whose values turn out equal.
     pub fn push(&mut self, chunk: &mut ParsedChunk) {
-        let events = std::mem::replace(&mut chunk.events, RecordBatch::new_empty(EVENTS.clone()));
+        let rows = std::mem::replace(
+            &mut chunk.events,
+            ChunkRows::Built(RecordBatch::new_empty(EVENTS.clone())),
+        );
         let keys = std::mem::take(&mut chunk.keys);
         let ci = self.kept.len() as u32;
-        let stored = stored_redeliveries(&events);
+        let stored = stored_redeliveries(&rows);
         let mut keep = Vec::with_capacity(keys.len());
-        // Kept rows of this chunk so far, by their index in `events`.
-        let mut kept_rows: Vec<u32> = Vec::with_capacity(keys.len());
         let mut redeliveries: Vec<i64> = Vec::with_capacity(keys.len());
-        let mut version: Vec<i32> = Vec::with_capacity(keys.len());
         let mut counts = (0u64, 0u64);
         for (ri, &(id_hash, content_hash)) in keys.iter().enumerate() {
+            let stored = stored.get(ri).copied().unwrap_or(0);
             let here = Version {
                 content_hash,
                 chunk: ci,
-                row: kept_rows.len() as u32,
+                row: redeliveries.len() as u32,
             };
-            let repeats = 1 + stored[ri];
-            let Some(&v1) = self.first.get(&id_hash) else {
-                self.first.insert(id_hash, here);
-                counts.0 += 1;
-                keep.push(true);
-                kept_rows.push(ri as u32);
-                redeliveries.push(stored[ri]);
-                version.push(1);
-                continue;
-            };
-            let others = self.later.entry(id_hash).or_default();
-            let row_of = |v: &Version| -> (&RecordBatch, usize) {
-                if v.chunk == ci {
-                    (&events, kept_rows[v.row as usize] as usize)
-                } else {
-                    (&self.kept[v.chunk as usize].events, v.row as usize)
+            let v1 = match self.first.entry(id_hash) {
+                Entry::Vacant(slot) => {
+                    slot.insert(here);
+                    None
                 }
+                Entry::Occupied(slot) => Some(*slot.get()),
             };
-            let seen = std::iter::once(&v1).chain(others.iter()).position(|v| {
-                v.content_hash == content_hash || {
-                    // Different raw text can still be the same JSON value
-                    // (white space, key order, escapes): compare the rows.
-                    let (batch, row) = row_of(v);
-                    rows_equal(batch, row, &events, ri)
-                }
+            let seen = v1.and_then(|v1| {
+                let others = self.later.get(&id_hash).map_or(&[][..], Vec::as_slice);
+                std::iter::once(&v1)
+                    .chain(others)
+                    .find(|v| v.content_hash == content_hash)
+                    .copied()
             });
             match seen {
-                Some(n) => {
-                    let v = if n == 0 { v1 } else { others[n - 1] };
+                Some(v) => {
+                    let repeats = 1 + stored;
                     if v.chunk == ci {
                         redeliveries[v.row as usize] += repeats;
                     } else {
@@ -123,47 +157,82 @@ impl Deduper {
                     keep.push(false);
                 }
                 None => {
-                    others.push(here);
+                    if v1.is_some() {
+                        self.later.entry(id_hash).or_default().push(here);
+                    }
                     counts.0 += 1;
                     keep.push(true);
-                    kept_rows.push(ri as u32);
-                    redeliveries.push(stored[ri]);
-                    version.push(1 + others.len() as i32);
+                    redeliveries.push(stored);
                 }
             }
         }
-        let events = if kept_rows.len() == keys.len() {
-            events
-        } else {
-            drop_rows(events, keep, kept_rows.len())
-        };
+        let kept = redeliveries.len();
         self.kept.push(Kept {
-            events,
+            events: rows.keep(keep, kept),
             redeliveries,
-            version,
+            version: vec![1; kept],
         });
         self.per_chunk.push(counts);
     }
 
-    /// Number the versions and attach the final counts.
+    /// Fold versions with equal values, number the rest and attach the
+    /// final counts.
     pub fn finish(mut self) -> Outcome {
-        // Number the versions of an id by time (created_at, then input
-        // order), not by which file happened to be read first: the same
-        // events give the same version 1 however they are cut into files
-        // and ordered.
+        // Rows dropped from chunks already laid out: (chunk, row).
+        let mut folded: Vec<(u32, u32)> = Vec::new();
         for (id_hash, others) in &self.later {
-            if others.is_empty() {
-                continue;
+            let mut versions = vec![self.first[id_hash]];
+            for &v in others {
+                // Different raw text can still be the same JSON value
+                // (white space, key order, escapes): compare the rows.
+                let row_of = |v: &Version| (&self.kept[v.chunk as usize].events, v.row as usize);
+                let (batch, row) = row_of(&v);
+                let same = versions.iter().find(|earlier| {
+                    let (b, r) = row_of(earlier);
+                    rows_equal(b, r, batch, row)
+                });
+                match same.copied() {
+                    Some(earlier) => {
+                        let kept = &mut self.kept[v.chunk as usize];
+                        let stored = int(&kept.events, "redeliveries", v.row);
+                        let repeats = 1 + kept.redeliveries[v.row as usize];
+                        self.kept[earlier.chunk as usize].redeliveries[earlier.row as usize] +=
+                            repeats;
+                        let counts = &mut self.per_chunk[v.chunk as usize];
+                        counts.0 -= 1;
+                        counts.1 += 1 + stored as u64;
+                        folded.push((v.chunk, v.row));
+                    }
+                    None => versions.push(v),
+                }
             }
-            let mut all: Vec<Version> = others.clone();
-            all.push(self.first[id_hash]);
-            all.sort_by_key(|v| {
+            // Number the versions of an id by time (created_at, then input
+            // order), not by which file happened to be read first: the same
+            // events give the same version 1 however they are cut into files
+            // and ordered.
+            versions.sort_by_key(|v| {
                 let events = &self.kept[v.chunk as usize].events;
                 (int(events, "created_us", v.row), int(events, "seq", v.row))
             });
-            for (n, v) in all.iter().enumerate() {
+            for (n, v) in versions.iter().enumerate() {
                 self.kept[v.chunk as usize].version[v.row as usize] = n as i32 + 1;
             }
+        }
+        folded.sort_unstable();
+        for rows in folded.chunk_by(|a, b| a.0 == b.0) {
+            let kept = &mut self.kept[rows[0].0 as usize];
+            let mut keep = vec![true; kept.events.num_rows()];
+            for &(_, row) in rows {
+                keep[row as usize] = false;
+            }
+            let mut flags = keep.iter();
+            kept.redeliveries.retain(|_| *flags.next().unwrap_or(&true));
+            let mut flags = keep.iter();
+            kept.version.retain(|_| *flags.next().unwrap_or(&true));
+            let n = kept.redeliveries.len();
+            let events =
+                std::mem::replace(&mut kept.events, RecordBatch::new_empty(EVENTS.clone()));
+            kept.events = drop_rows(events, keep, n);
         }
         let batches = self
             .kept
@@ -218,8 +287,12 @@ fn int(batch: &RecordBatch, name: &str, row: u32) -> i64 {
     ints.value(row as usize)
 }
 
-/// Redelivery counts already recorded (Parquet written by `convert`).
-fn stored_redeliveries(batch: &RecordBatch) -> Vec<i64> {
+/// Redelivery counts already recorded (Parquet written by `convert`); none
+/// for rows read from NDJSON.
+fn stored_redeliveries(rows: &ChunkRows) -> Vec<i64> {
+    let ChunkRows::Built(batch) = rows else {
+        return Vec::new();
+    };
     let col = batch.column(events_col("redeliveries"));
     let ints = col
         .as_any()
@@ -279,5 +352,93 @@ fn json_equal(x: &StringArray, i: usize, y: &StringArray, j: usize) -> bool {
                 )
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::ndjson::{self, Chunk};
+    use crate::ingest::normalize::NormalizeOptions;
+    use crate::ingest::row::ChunkShape;
+
+    fn chunk(chunk_idx: u32, first_line: u64, lines: &[&str]) -> ParsedChunk {
+        let data = lines.iter().map(|l| format!("{l}\n")).collect::<String>();
+        let chunk = Chunk {
+            file_idx: 0,
+            chunk_idx,
+            first_line,
+            data: data.into_bytes(),
+            oversized: None,
+        };
+        let opts = NormalizeOptions {
+            token_format: Default::default(),
+        };
+        ndjson::parse_chunk(
+            &chunk,
+            "t".into(),
+            1 << 20,
+            opts,
+            &mut ChunkShape::default(),
+        )
+    }
+
+    fn column<'a>(batch: &'a RecordBatch, name: &str) -> &'a ArrayRef {
+        batch.column(events_col(name))
+    }
+
+    #[test]
+    fn versions_equal_in_value_fold_into_the_first_across_chunks() {
+        let a = r#"{"spec_version":"0.2","id":"e1","type":"t.x","source":"s","created_at":"2026-07-14T12:00:00Z","payload":{"a":1,"b":2}}"#;
+        // Same value, other text: kept as a version at first, folded at the end.
+        let a2 = r#"{"spec_version":"0.2","id":"e1","type":"t.x","source":"s","created_at":"2026-07-14T12:00:00Z","payload":{"b":2,"a":1}}"#;
+        let b = r#"{"spec_version":"0.2","id":"e1","type":"t.y","source":"s","created_at":"2026-07-14T12:00:05Z","payload":{}}"#;
+        let other = r#"{"spec_version":"0.2","id":"e2","type":"t.x","source":"s","created_at":"2026-07-14T12:00:01Z","payload":{}}"#;
+        let mut chunks = [
+            chunk(0, 1, &[a, other, a]),
+            chunk(1, 4, &[a2, other, b, a2]),
+        ];
+        let mut dedup = Deduper::with_capacity(4);
+        for c in &mut chunks {
+            dedup.push(c);
+        }
+        let out = dedup.finish();
+        // Chunk 0: e1 and e2, one repeat of e1. Chunk 1: a2 and its repeat
+        // are redeliveries of e1, e2 again, b a new version.
+        assert_eq!(out.per_chunk, [(2, 1), (1, 3)]);
+        let ids: Vec<(String, i64, i32)> = out
+            .batches
+            .iter()
+            .flat_map(|batch| {
+                let id = column(batch, "id")
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .unwrap();
+                let red = column(batch, "redeliveries")
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap();
+                let ver = column(batch, "version")
+                    .as_any()
+                    .downcast_ref::<Int32Array>()
+                    .unwrap();
+                (0..batch.num_rows())
+                    .map(|r| (id.value(r).to_string(), red.value(r), ver.value(r)))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                ("e1".to_string(), 3, 1),
+                ("e2".to_string(), 1, 1),
+                ("e1".to_string(), 0, 2)
+            ]
+        );
+        for batch in &out.batches {
+            for c in batch.columns() {
+                c.to_data().validate_full().unwrap();
+            }
+        }
     }
 }

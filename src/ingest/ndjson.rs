@@ -2,10 +2,10 @@
 //! whole lines; worker threads parse chunks into Arrow batches in parallel.
 //! Memory stays bounded by chunk size x channel depth, whatever the file size.
 
+use super::dedup::ChunkRows;
 use super::inputs::{Format, Input};
 use super::normalize::{NormalizeOptions, clip, parse_line};
 use super::row::{ChunkShape, EventBuilders};
-use datafusion::arrow::record_batch::RecordBatch;
 use std::io::{self, BufReader, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -80,7 +80,7 @@ pub struct BadLine {
 pub struct ParsedChunk {
     pub file_idx: u32,
     pub chunk_idx: u32,
-    pub events: RecordBatch,
+    pub events: ChunkRows,
     /// Per event row: (id hash, content hash).
     pub keys: Vec<(u128, u64)>,
     pub bad: Vec<BadLine>,
@@ -378,7 +378,7 @@ pub fn parse_chunk(
     ParsedChunk {
         file_idx: chunk.file_idx,
         chunk_idx: chunk.chunk_idx,
-        events: builders.finish(),
+        events: ChunkRows::Building(builders),
         keys,
         bad,
         lines,

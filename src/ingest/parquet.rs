@@ -4,6 +4,7 @@
 //! paths obey the same checks.
 
 use super::IngestOptions;
+use super::dedup::ChunkRows;
 use super::inputs::{Format, Input};
 use super::ndjson::{self, BadLine, Chunk, ParsedChunk, seq_of};
 use super::normalize::NormalizeOptions;
@@ -299,7 +300,7 @@ pub fn read_all(inputs: &[Input], opts: &IngestOptions) -> ParquetRead {
                     )
                 }
             };
-            row += parsed.events.num_rows() as u64 + parsed.bad.len() as u64;
+            row += parsed.events.len() as u64 + parsed.bad.len() as u64;
             out.chunks.push(parsed);
         }
     }
@@ -374,7 +375,7 @@ fn converted_events(batch: RecordBatch, file_idx: u32, chunk_idx: u32) -> Parsed
     ParsedChunk {
         file_idx,
         chunk_idx,
-        events: share_empty_columns(batch),
+        events: ChunkRows::Built(share_empty_columns(batch)),
         keys,
         bad: Vec::new(),
         lines,
@@ -421,7 +422,7 @@ fn converted_bad_lines(batch: &RecordBatch, file_idx: u32, chunk_idx: u32) -> Pa
     ParsedChunk {
         file_idx,
         chunk_idx,
-        events: super::row::EventBuilders::new(Arc::from(""), 0).finish(),
+        events: ChunkRows::Built(RecordBatch::new_empty(super::schema::EVENTS.clone())),
         keys: Vec::new(),
         lines: bad.len() as u64,
         bad,

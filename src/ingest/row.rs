@@ -2,12 +2,13 @@
 //! `events` record batches (columns in the order of `schema::EVENTS`).
 
 use super::schema::EVENTS;
-use super::text_column::TextColumn;
+use super::text_column::{DROPPED, TextColumn};
 use datafusion::arrow::array::{
-    Array, ArrayData, ArrayRef, BooleanBuilder, Float64Builder, Int32Builder, Int64Builder,
-    StringArray, TimestampMicrosecondBuilder, make_array,
+    Array, ArrayData, ArrayRef, BooleanArray, BooleanBuilder, Float64Builder, Int32Builder,
+    Int64Builder, StringArray, TimestampMicrosecondBuilder, make_array,
 };
 use datafusion::arrow::buffer::{Buffer, MutableBuffer};
+use datafusion::arrow::compute::FilterBuilder;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::record_batch::RecordBatch;
 use std::borrow::Cow;
@@ -373,25 +374,54 @@ impl EventBuilders {
     }
 
     /// Finish into a batch with the columns in `schema::EVENTS` order.
-    pub fn finish(mut self) -> RecordBatch {
-        let n = self.rows;
+    pub fn finish(self) -> RecordBatch {
+        self.finish_keeping(None)
+    }
+
+    /// Finish with only the rows marked in `keep` (all when None). Text,
+    /// most of a batch, is compacted in place rather than copied.
+    pub fn finish_keeping(mut self, keep: Option<&[bool]>) -> RecordBatch {
+        let keep = keep.filter(|keep| keep.contains(&false));
+        let mut n = self.rows;
+        let mut filter = None;
+        if let Some(keep) = keep {
+            let mut renumber = Vec::with_capacity(keep.len());
+            n = 0;
+            for &k in keep {
+                renumber.push(if k { n as u32 } else { DROPPED });
+                n += k as usize;
+            }
+            for column in self.strs.iter_mut().chain([&mut self.extra]) {
+                column.retain(&renumber);
+            }
+            filter = Some(FilterBuilder::new(&BooleanArray::from(keep.to_vec())).build());
+        }
+        let kept = |array: ArrayRef| -> ArrayRef {
+            match &filter {
+                Some(f) => f.filter(&array).expect("keep mask matches the rows"),
+                None => array,
+            }
+        };
         let mut named: Vec<(&str, ArrayRef)> = Vec::with_capacity(EVENTS.fields().len());
         for (name, b) in INT_COLS.iter().zip(self.ints.iter_mut()) {
-            named.push((name, Arc::new(b.finish())));
+            named.push((name, kept(Arc::new(b.finish()))));
         }
         for (name, b) in TIME_COLS.iter().zip(self.times.iter_mut()) {
-            named.push((name, Arc::new(b.finish().with_timezone("UTC"))));
+            named.push((name, kept(Arc::new(b.finish().with_timezone("UTC")))));
         }
         for (name, b) in FLOAT_COLS.iter().zip(self.floats.iter_mut()) {
-            named.push((name, Arc::new(b.finish())));
+            named.push((name, kept(Arc::new(b.finish()))));
         }
         for (name, column) in STR_COLS.iter().zip(std::mem::take(&mut self.strs)) {
             named.push((name, column.finish(n)));
         }
         named.push(("extra", std::mem::take(&mut self.extra).finish(n)));
-        named.push(("version", Arc::new(self.version.finish())));
-        named.push(("evidence_len", Arc::new(self.evidence_len.finish())));
-        named.push(("token_structured", Arc::new(self.token_structured.finish())));
+        named.push(("version", kept(Arc::new(self.version.finish()))));
+        named.push(("evidence_len", kept(Arc::new(self.evidence_len.finish()))));
+        named.push((
+            "token_structured",
+            kept(Arc::new(self.token_structured.finish())),
+        ));
         named.push((
             "src_file",
             Arc::new(StringArray::from_iter_values(std::iter::repeat_n(

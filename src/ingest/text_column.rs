@@ -7,6 +7,9 @@ use datafusion::arrow::array::{ArrayRef, StringArray};
 use datafusion::arrow::buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use std::sync::Arc;
 
+/// In a renumbering, a row that is dropped.
+pub const DROPPED: u32 = u32::MAX;
+
 #[derive(Debug, Default)]
 pub struct TextColumn {
     /// Row of each value, increasing.
@@ -41,6 +44,31 @@ impl TextColumn {
     /// Text bytes pushed so far.
     pub fn text_bytes(&self) -> usize {
         self.text.len()
+    }
+
+    /// Keep only the values of rows that have a new number in `renumber`
+    /// (indexed by old row; [`DROPPED`] for a row that goes), moving the
+    /// text of later values down over the gaps in place: a filtered copy
+    /// of every chunk was a tenth of ingest.
+    pub fn retain(&mut self, renumber: &[u32]) {
+        let (mut kept, mut text_end, mut start) = (0, 0, 0);
+        for i in 0..self.rows.len() {
+            let end = self.ends[i];
+            let row = renumber[self.rows[i] as usize];
+            if row != DROPPED {
+                if text_end != start {
+                    self.text.copy_within(start..end, text_end);
+                }
+                text_end += end - start;
+                self.rows[kept] = row;
+                self.ends[kept] = text_end;
+                kept += 1;
+            }
+            start = end;
+        }
+        self.rows.truncate(kept);
+        self.ends.truncate(kept);
+        self.text.truncate(text_end);
     }
 
     /// The column over `rows` rows; rows without a value are null.
@@ -118,5 +146,23 @@ mod tests {
         let empty = column(&[], 3);
         assert_eq!(empty.null_count(), 3);
         assert_eq!(column(&[], 0).len(), 0);
+    }
+
+    #[test]
+    fn retained_rows_are_renumbered_and_dropped_text_is_gone() {
+        let mut c = TextColumn::default();
+        for (row, v) in [(0, "aa"), (1, "b"), (3, "cccc"), (4, "")] {
+            c.push(row, v);
+        }
+        // Rows 1 and 2 go; 0, 3 and 4 become 0, 1 and 2.
+        c.retain(&[0, DROPPED, DROPPED, 1, 2]);
+        let array = c.finish(3);
+        array.to_data().validate_full().unwrap();
+        let got = array.as_any().downcast_ref::<StringArray>().unwrap();
+        assert_eq!(
+            got.iter().collect::<Vec<_>>(),
+            [Some("aa"), Some("cccc"), Some("")]
+        );
+        assert_eq!(got.value_data(), b"aacccc");
     }
 }
