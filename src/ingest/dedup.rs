@@ -40,7 +40,7 @@ pub struct Outcome {
 pub enum ChunkRows {
     /// Parsed from NDJSON and not laid out yet: only the rows the dedup
     /// keeps are, so a chunk is not copied to drop its redeliveries.
-    Building(EventBuilders),
+    Building(Box<EventBuilders>),
     /// Read as a batch (Parquet).
     Built(RecordBatch),
 }

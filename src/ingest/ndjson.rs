@@ -378,7 +378,7 @@ pub fn parse_chunk(
     ParsedChunk {
         file_idx: chunk.file_idx,
         chunk_idx: chunk.chunk_idx,
-        events: ChunkRows::Building(builders),
+        events: ChunkRows::Building(Box::new(builders)),
         keys,
         bad,
         lines,
