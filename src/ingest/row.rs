@@ -4,12 +4,13 @@
 use super::schema::EVENTS;
 use super::text_column::{DROPPED, TextColumn};
 use datafusion::arrow::array::{
-    Array, ArrayData, ArrayRef, BooleanArray, BooleanBuilder, Float64Builder, Int32Builder,
-    Int64Builder, StringArray, TimestampMicrosecondBuilder, make_array,
+    Array, ArrayData, ArrayRef, AsArray, BooleanArray, BooleanBuilder, Float64Builder,
+    Int32Builder, Int64Array, Int64Builder, StringArray, TimestampMicrosecondBuilder, make_array,
 };
 use datafusion::arrow::buffer::{Buffer, MutableBuffer};
 use datafusion::arrow::compute::FilterBuilder;
 use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::TimestampMicrosecondType;
 use datafusion::arrow::record_batch::RecordBatch;
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -99,11 +100,11 @@ pub struct EventBuilders {
     input_bytes: usize,
 }
 
-const INT_COLS: [&str; 7] = [
+/// `created_us` has no builder: it shares `created_at`'s values.
+const INT_COLS: [&str; 6] = [
     "seq",
     "src_line",
     "redeliveries",
-    "created_us",
     "delivery_sequence",
     "stale_after_ms",
     "grace_period_ms",
@@ -283,7 +284,6 @@ impl EventBuilders {
             Some(r.seq),
             Some(r.src_line),
             Some(0),
-            Some(r.created_us),
             r.delivery_sequence,
             r.stale_after_ms,
             r.grace_period_ms,
@@ -409,6 +409,18 @@ impl EventBuilders {
         for (name, b) in TIME_COLS.iter().zip(self.times.iter_mut()) {
             named.push((name, kept(Arc::new(b.finish().with_timezone("UTC")))));
         }
+        let created_at = named.iter().find(|(name, _)| *name == "created_at");
+        let created_at = created_at
+            .expect("a created_at column")
+            .1
+            .as_primitive::<TimestampMicrosecondType>();
+        named.push((
+            "created_us",
+            Arc::new(Int64Array::new(
+                created_at.values().clone(),
+                created_at.nulls().cloned(),
+            )),
+        ));
         for (name, b) in FLOAT_COLS.iter().zip(self.floats.iter_mut()) {
             named.push((name, kept(Arc::new(b.finish()))));
         }
