@@ -40,7 +40,7 @@ illegal_states AS (
                        ELSE concat(' follows ', x.from_label, ' at ', to_char(arrow_cast(x.from_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
                                    '; expected one of: ', n.allowed)
                   END) AS message
-    FROM task_transitions x
+    FROM irregular_transitions x
     LEFT JOIN legal_next n ON n.from_type = x.from_type
     WHERE NOT x.legal AND NOT x.skipped_accept
 ),

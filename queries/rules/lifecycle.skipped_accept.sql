@@ -19,5 +19,5 @@ SELECT
            ' follows ', x.from_label, ' at ', to_char(arrow_cast(x.from_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
            ' without task.accepted (implicit accept); the lifecycle table expects task.accepted in between') AS message,
     make_array(x.seq, x.from_seq) AS seqs
-FROM task_transitions x
+FROM irregular_transitions x
 WHERE x.skipped_accept

@@ -1,13 +1,17 @@
 -- materialize: true
--- Every lifecycle event of a task (the ten task.* states; not
--- task.cancel.requested, not unknown task.* types) with the lifecycle event
--- before it (time, then input order), legal or not. A task delegated to its
--- worker -- delegation.accepted or delegation.handoff.completed before its
--- first lifecycle event -- counts as submitted + accepted: its first event
--- follows a virtual task.accepted (from_seq = that delegation event), unless
--- that first event is task.submitted itself (a worker starting the table from
--- the beginning is legal too).
+-- The lifecycle events of tasks (the ten task.* states; not
+-- task.cancel.requested, not unknown task.* types) whose step from the
+-- lifecycle event before it (time, then input order) is illegal or skips
+-- task.accepted: what lifecycle.illegal_transition and
+-- lifecycle.skipped_accept report. Every step is checked; only these few are
+-- kept. A task delegated to its worker -- delegation.accepted or
+-- delegation.handoff.completed before its first lifecycle event -- counts as
+-- submitted + accepted: its first event follows a virtual task.accepted
+-- (from_seq = that delegation event), unless that first event is
+-- task.submitted itself (a worker starting the table from the beginning is
+-- legal too).
 --   from_type  the previous state, '(none)' for a task's first event
+--   from_label, from_at  how the previous state shows in messages
 --   legal      the lifecycle table allows from_type -> type
 --   skipped_accept  task.submitted -> task.started (lifecycle.skipped_accept)
 WITH ordered AS (
@@ -18,9 +22,7 @@ WITH ordered AS (
     SELECT seq, id, task_id, type, created_us, created_at,
            lag(task_id) OVER w AS lag_task_id,
            lag(type) OVER w AS lag_type,
-           lag(seq) OVER w AS lag_seq,
-           lag(id) OVER w AS lag_id,
-           lag(created_at) OVER w AS lag_at
+           lag(seq) OVER w AS lag_seq
     FROM ev
     WHERE task_id IS NOT NULL
       AND type IN ('task.submitted', 'task.accepted', 'task.started', 'task.progress',
@@ -31,9 +33,7 @@ WITH ordered AS (
 states AS (
     SELECT seq, id, task_id, type, created_us, created_at,
            CASE WHEN lag_task_id = task_id THEN lag_type END AS prev_type,
-           CASE WHEN lag_task_id = task_id THEN lag_seq END AS prev_seq,
-           CASE WHEN lag_task_id = task_id THEN lag_id END AS prev_id,
-           CASE WHEN lag_task_id = task_id THEN lag_at END AS prev_at
+           CASE WHEN lag_task_id = task_id THEN lag_seq END AS prev_seq
     FROM ordered
 ),
 with_from AS (
@@ -52,20 +52,29 @@ with_from AS (
                FROM tasks WHERE deleg_seq IS NOT NULL) t
            ON t.task_id = CASE WHEN s.prev_type IS NULL AND s.type <> 'task.submitted'
                                THEN s.task_id END
+),
+checked AS (
+    SELECT w.*,
+           n.to_type IS NOT NULL AS legal,
+           coalesce(w.prev_type = 'task.submitted' AND w.type = 'task.started', false) AS skipped_accept
+    FROM with_from w
+    LEFT JOIN lifecycle_next n
+           ON n.from_type = CASE WHEN w.after_delegation THEN 'task.accepted'
+                                 ELSE coalesce(w.prev_type, '(none)') END
+          AND n.to_type = w.type
 )
 SELECT
     w.seq, w.id, w.task_id, w.type, w.created_us, w.created_at,
     CASE WHEN w.after_delegation THEN 'task.accepted' ELSE coalesce(w.prev_type, '(none)') END AS from_type,
     CASE WHEN w.after_delegation THEN w.deleg_seq ELSE w.prev_seq END AS from_seq,
-    -- how the previous state shows in messages
     CASE WHEN w.after_delegation THEN concat(w.deleg_type, ' (counts as submitted + accepted)')
          WHEN w.prev_type IS NULL THEN NULL
-         ELSE concat(w.prev_type, ' ', w.prev_id) END AS from_label,
-    CASE WHEN w.after_delegation THEN w.deleg_at ELSE w.prev_at END AS from_at,
-    n.to_type IS NOT NULL AS legal,
-    coalesce(w.prev_type = 'task.submitted' AND w.type = 'task.started', false) AS skipped_accept
-FROM with_from w
-LEFT JOIN lifecycle_next n
-       ON n.from_type = CASE WHEN w.after_delegation THEN 'task.accepted'
-                             ELSE coalesce(w.prev_type, '(none)') END
-      AND n.to_type = w.type
+         ELSE concat(w.prev_type, ' ', p.id) END AS from_label,
+    CASE WHEN w.after_delegation THEN w.deleg_at ELSE p.created_at END AS from_at,
+    w.legal,
+    w.skipped_accept
+FROM checked w
+-- the previous event's id and time, looked up for the kept rows only (a
+-- join of these few costs less than carrying both through the window)
+LEFT JOIN ev p ON p.seq = CASE WHEN w.after_delegation THEN NULL ELSE w.prev_seq END
+WHERE NOT w.legal OR w.skipped_accept
