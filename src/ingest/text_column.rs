@@ -3,7 +3,7 @@
 //! and a validity bit), which was a tenth of ingest. Here only a present
 //! value costs anything; offsets and validity are laid out once, at the end.
 
-use datafusion::arrow::array::{ArrayRef, StringArray};
+use datafusion::arrow::array::{ArrayRef, BooleanBufferBuilder, StringArray};
 use datafusion::arrow::buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use std::sync::Arc;
 
@@ -90,17 +90,18 @@ impl TextColumn {
             offsets.extend(ends.iter().map(|&end| offset(end)));
             None
         } else {
-            let mut valid = vec![false; rows];
+            let mut valid = BooleanBufferBuilder::new(rows);
+            valid.append_n(rows, false);
             let mut last = 0;
             for (&row, &end) in at.iter().zip(&ends) {
                 // Rows since the previous value are null: empty, at `last`.
                 offsets.resize(row as usize + 1, last);
                 last = offset(end);
                 offsets.push(last);
-                valid[row as usize] = true;
+                valid.set_bit(row as usize, true);
             }
             offsets.resize(rows + 1, last);
-            Some(NullBuffer::from(valid))
+            Some(NullBuffer::new(valid.finish()))
         };
         let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
         // SAFETY: `text` is whole `&str` values end to end, and every offset
