@@ -14,6 +14,7 @@ use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::Int64Type;
 use datafusion::prelude::SessionContext;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Which runtime-semantics rules apply to tasks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -146,9 +147,16 @@ pub async fn audit_ingested(
 ) -> Result<Report, AuditError> {
     let ctx = engine::session(&cfg.rule_engine_options())?;
     engine::register_tables(&ctx, ingested)?;
+    // `ev` as a table indexed by event type, unless a user view replaced it.
+    let mut catalog = catalog.clone();
+    if let Some(ev) = catalog.take_embedded_view("ev") {
+        let all = ctx.sql(&ev.sql).await?.into_view();
+        let table = rules::ev_table::EvTable::new(&ingested.events, all)?;
+        ctx.register_table("ev", Arc::new(table))?;
+    }
     let mut inputs = ingested.inputs.clone();
     inputs.extend(ingested.skipped.iter().map(skipped_input));
-    audit_session(cfg, catalog, &ctx, inputs, true).await
+    audit_session(cfg, &catalog, &ctx, inputs, true).await
 }
 
 /// Run the rules over `convert`'s Parquet where it lies: every query scans

@@ -64,6 +64,17 @@ impl Catalog {
         }
     }
 
+    /// Take out the view `name` if it is still the embedded one (not
+    /// replaced from a user directory), for a caller that registers its own
+    /// table of the same meaning.
+    pub fn take_embedded_view(&mut self, name: &str) -> Option<View> {
+        let at = self.views.iter().position(|v| v.name == name)?;
+        let embedded = embedded::VIEWS
+            .iter()
+            .any(|(file, text)| *file == self.views[at].file && *text == self.views[at].sql);
+        embedded.then(|| self.views.remove(at))
+    }
+
     /// Add a user directory: `*.sql` files are rules, except those under a
     /// `views/` subdirectory. A rule with an existing id replaces it.
     pub fn add_dir(&mut self, dir: &Path) -> Result<(), Vec<FileError>> {

@@ -1,6 +1,7 @@
 //! Running the rule queries and turning their rows into findings.
 
 pub mod catalog;
+pub mod ev_table;
 
 use crate::findings::{Compact, Findings, Interner, Place, Places, Row, RuleLabel};
 use catalog::Catalog;

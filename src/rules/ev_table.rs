@@ -1,0 +1,214 @@
+//! `ev` over the loaded events, indexed by event type.
+//!
+//! Nearly every rule reads `ev` for a few event types, and a scan that
+//! compares the `type` of every row was a fifth of an audit's CPU. This
+//! table knows where each type's first-version rows are, so a query whose
+//! filters settle the type gets only those rows. The filters stay with the
+//! engine as well (pushdown is inexact): the index only leaves out rows that
+//! could not pass. Rows keep their input order.
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{
+    Array, AsArray, RecordBatch, RecordBatchOptions, StringArray, UInt32Array,
+};
+use datafusion::arrow::compute::take;
+use datafusion::arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef};
+use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{Column, DFSchema};
+use datafusion::datasource::{MemTable, TableType};
+use datafusion::error::Result;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A query reading more than this share of the rows scans them all instead:
+/// copying most of the table buys nothing over filtering it.
+const MOST_ROWS: f64 = 0.25;
+
+pub struct EvTable {
+    batches: Vec<RecordBatch>,
+    /// The distinct event types.
+    types: Arc<StringArray>,
+    /// Per batch, per type (index into `types`): its first-version rows.
+    rows: Vec<Vec<Vec<u32>>>,
+    /// First-version rows per type, over all batches.
+    counts: Vec<usize>,
+    /// `events WHERE version = 1`, for queries that need most rows.
+    all: Arc<dyn TableProvider>,
+}
+
+impl EvTable {
+    /// Index `batches` (the `events` table); `all` is the plain view.
+    pub fn new(batches: &[RecordBatch], all: Arc<dyn TableProvider>) -> Result<EvTable> {
+        let mut ids: HashMap<&str, usize> = HashMap::new();
+        let mut names: Vec<&str> = Vec::new();
+        let mut rows: Vec<Vec<Vec<u32>>> = Vec::with_capacity(batches.len());
+        for batch in batches {
+            let types = batch.column(events_col(batch, "type")?).as_string::<i32>();
+            let versions = batch
+                .column(events_col(batch, "version")?)
+                .as_primitive::<Int32Type>();
+            let mut per_type: Vec<Vec<u32>> = vec![Vec::new(); names.len()];
+            // Runs of one type are common: look the name up once per run.
+            let mut last: Option<(&str, usize)> = None;
+            for row in 0..batch.num_rows() {
+                if versions.is_null(row) || versions.value(row) != 1 {
+                    continue;
+                }
+                let name = types.value(row);
+                let id = match last {
+                    Some((n, id)) if n == name => id,
+                    _ => {
+                        let id = *ids.entry(name).or_insert_with(|| {
+                            names.push(name);
+                            names.len() - 1
+                        });
+                        last = Some((name, id));
+                        id
+                    }
+                };
+                if id >= per_type.len() {
+                    per_type.resize(id + 1, Vec::new());
+                }
+                per_type[id].push(row as u32);
+            }
+            rows.push(per_type);
+        }
+        let mut counts = vec![0; names.len()];
+        for per_type in &rows {
+            for (id, r) in per_type.iter().enumerate() {
+                counts[id] += r.len();
+            }
+        }
+        Ok(EvTable {
+            batches: batches.to_vec(),
+            types: Arc::new(StringArray::from(names)),
+            rows,
+            counts,
+            all,
+        })
+    }
+
+    /// Which types can pass the filters that read nothing but `type`.
+    fn types_passing(&self, state: &dyn Session, filters: &[Expr]) -> Result<Vec<bool>> {
+        let mut pass = vec![true; self.types.len()];
+        let schema = Arc::new(Schema::new(vec![Field::new("type", DataType::Utf8, false)]));
+        let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
+        let batch = RecordBatch::try_new(schema, vec![self.types.clone()])?;
+        for filter in filters {
+            let columns = filter.column_refs();
+            if columns.is_empty() || columns.iter().any(|c| c.name != "type") {
+                continue;
+            }
+            if filter.is_volatile() {
+                continue;
+            }
+            let unqualified = filter
+                .clone()
+                .transform(|e| {
+                    Ok(match e {
+                        Expr::Column(c) => {
+                            Transformed::yes(Expr::Column(Column::new_unqualified(c.name)))
+                        }
+                        other => Transformed::no(other),
+                    })
+                })?
+                .data;
+            let Ok(physical) = state.create_physical_expr(unqualified, &df_schema) else {
+                continue;
+            };
+            let verdict = physical.evaluate(&batch)?.into_array(batch.num_rows())?;
+            let Some(verdict) = verdict.as_boolean_opt() else {
+                continue;
+            };
+            for (i, p) in pass.iter_mut().enumerate() {
+                *p &= verdict.is_valid(i) && verdict.value(i);
+            }
+        }
+        Ok(pass)
+    }
+}
+
+fn events_col(batch: &RecordBatch, name: &str) -> Result<usize> {
+    Ok(batch.schema().index_of(name)?)
+}
+
+impl std::fmt::Debug for EvTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EvTable")
+            .field("types", &self.types.len())
+            .finish()
+    }
+}
+
+#[async_trait]
+impl TableProvider for EvTable {
+    fn schema(&self) -> SchemaRef {
+        self.all.schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let pass = self.types_passing(state, filters)?;
+        let total: usize = self.counts.iter().sum();
+        let passing: usize = (0..pass.len())
+            .filter(|&i| pass[i])
+            .map(|i| self.counts[i])
+            .sum();
+        if passing as f64 > MOST_ROWS * total as f64 {
+            return self.all.scan(state, projection, filters, limit).await;
+        }
+        let schema = self.schema();
+        let columns: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..schema.fields().len()).collect(),
+        };
+        let projected = Arc::new(schema.project(&columns)?);
+        let mut batches = Vec::new();
+        for (batch, per_type) in self.batches.iter().zip(&self.rows) {
+            let mut rows: Vec<u32> = per_type
+                .iter()
+                .enumerate()
+                .filter(|(id, _)| pass[*id])
+                .flat_map(|(_, r)| r.iter().copied())
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            // Input order, as a scan of the whole table would give.
+            rows.sort_unstable();
+            let indices = UInt32Array::from(rows);
+            let taken = columns
+                .iter()
+                .map(|&c| take(batch.column(c).as_ref(), &indices, None))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            // `count(*)` projects no column: the batch still has rows.
+            let options = RecordBatchOptions::new().with_row_count(Some(indices.len()));
+            batches.push(RecordBatch::try_new_with_options(
+                projected.clone(),
+                taken,
+                &options,
+            )?);
+        }
+        let table = MemTable::try_new(projected, vec![batches])?;
+        table.scan(state, None, &[], limit).await
+    }
+}
