@@ -119,7 +119,14 @@ impl EvTable {
             let Ok(physical) = state.create_physical_expr(unqualified, &df_schema) else {
                 continue;
             };
-            let verdict = physical.evaluate(&batch)?.into_array(batch.num_rows())?;
+            // A filter that cannot be judged on the type names alone (it
+            // fails on one) prunes nothing; the engine still applies it.
+            let verdict = physical
+                .evaluate(&batch)
+                .and_then(|v| v.into_array(batch.num_rows()));
+            let Ok(verdict) = verdict else {
+                continue;
+            };
             let Some(verdict) = verdict.as_boolean_opt() else {
                 continue;
             };
