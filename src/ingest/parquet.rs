@@ -8,10 +8,11 @@ use super::dedup::ChunkRows;
 use super::inputs::{Format, Input};
 use super::ndjson::{self, BadLine, Chunk, ParsedChunk, seq_of};
 use super::normalize::NormalizeOptions;
-use super::row::{ChunkShape, share_empty_columns};
+use super::row::{ChunkShape, all_null, share_empty_columns, zeros_for};
 use super::schema::{BAD_LINES, EVENTS, EVIDENCE, LAYOUT_KEY, LAYOUT_VERSION};
 use datafusion::arrow::array::{Array, Int64Array, StringArray};
 use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::parquet::arrow::ProjectionMask;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::collections::BTreeSet;
 use std::fs::File;
@@ -118,7 +119,8 @@ fn open(input: &Input, threads: usize) -> Opened {
             error: None,
         };
     }
-    let (mut batches, mut error) = decode(&input.path, builder, threads);
+    let skip_empty = matches!(kind, Kind::Events);
+    let (mut batches, mut error) = decode(&input.path, builder, threads, skip_empty);
     let mut kind = kind;
     if matches!(kind, Kind::Events)
         && let Some(bad) = batches.iter().find_map(implausible_events)
@@ -147,10 +149,16 @@ const BATCH_ROWS: usize = 8192;
 
 /// Decode a file's row groups, several at a time, into batches in file
 /// order; an error ends the file there (the rows before it are kept).
-fn decode(path: &Path, builder: ParquetRecordBatchReaderBuilder<File>, threads: usize) -> Decoded {
+fn decode(
+    path: &Path,
+    builder: ParquetRecordBatchReaderBuilder<File>,
+    threads: usize,
+    skip_empty: bool,
+) -> Decoded {
     let groups = builder.metadata().num_row_groups();
     if groups <= 1 || threads <= 1 {
-        return read_batches(builder);
+        let all: Vec<usize> = (0..groups).collect();
+        return read_batches(builder, skip_empty.then_some(&all[..]));
     }
     drop(builder);
     // Each worker opens the file itself: clones of one handle share a
@@ -166,7 +174,10 @@ fn decode(path: &Path, builder: ParquetRecordBatchReaderBuilder<File>, threads: 
                         break;
                     }
                     let result = match reader_builder(path) {
-                        Ok(b) => read_batches(b.with_row_groups(vec![group])),
+                        Ok(b) => read_batches(
+                            b.with_row_groups(vec![group]),
+                            skip_empty.then_some(&[group][..]),
+                        ),
                         Err(e) => (Vec::new(), Some(e)),
                     };
                     if let Ok(mut slot) = decoded[group].lock() {
@@ -192,15 +203,29 @@ fn decode(path: &Path, builder: ParquetRecordBatchReaderBuilder<File>, threads: 
 }
 
 /// Read what a reader builder selects, batch by batch, so that a break keeps
-/// what came before it.
-fn read_batches(builder: ParquetRecordBatchReaderBuilder<File>) -> Decoded {
+/// what came before it. With `empty_in` (the row groups selected), columns
+/// whose statistics say they are null in every one of them are not decoded
+/// but laid out as shared all-null arrays: most events columns are empty,
+/// and decoding them was most of reading a file.
+fn read_batches(
+    builder: ParquetRecordBatchReaderBuilder<File>,
+    empty_in: Option<&[usize]>,
+) -> Decoded {
     let mut batches = Vec::new();
+    let empty = empty_in.map_or_else(Vec::new, |groups| empty_columns(&builder, groups));
+    let builder = if empty.is_empty() {
+        builder
+    } else {
+        let kept = (0..empty.len()).filter(|&c| !empty[c]);
+        let mask = ProjectionMask::leaves(builder.parquet_schema(), kept);
+        builder.with_projection(mask)
+    };
     let reader = match builder.with_batch_size(BATCH_ROWS).build() {
         Ok(r) => r,
         Err(e) => return (batches, Some(format!("not a readable Parquet file: {e}"))),
     };
     for b in reader {
-        match b {
+        match b.and_then(|b| with_empty_columns(b, &empty)) {
             Ok(b) => batches.push(b),
             Err(e) => {
                 let error = format!("Parquet read stopped: {e}; rows before it were kept");
@@ -209,6 +234,61 @@ fn read_batches(builder: ParquetRecordBatchReaderBuilder<File>) -> Decoded {
         }
     }
     (batches, None)
+}
+
+/// Per events column: null in every row of the row groups `groups`, by
+/// the file's statistics. Empty when the file is not laid out one leaf per
+/// events column (then every column is read).
+fn empty_columns(builder: &ParquetRecordBatchReaderBuilder<File>, groups: &[usize]) -> Vec<bool> {
+    let meta = builder.metadata();
+    let columns = EVENTS.fields().len();
+    if builder.parquet_schema().num_columns() != columns {
+        return Vec::new();
+    }
+    (0..columns)
+        .map(|c| {
+            groups.iter().all(|&g| {
+                let group = meta.row_group(g);
+                let nulls = group
+                    .column(c)
+                    .statistics()
+                    .and_then(|s| s.null_count_opt());
+                nulls == Some(group.num_rows() as u64)
+            })
+        })
+        .collect()
+}
+
+/// A batch read without the `empty` columns, with them put back as nulls.
+fn with_empty_columns(
+    batch: RecordBatch,
+    empty: &[bool],
+) -> Result<RecordBatch, datafusion::arrow::error::ArrowError> {
+    if !empty.contains(&true) {
+        return Ok(batch);
+    }
+    let n = batch.num_rows();
+    let zeros = zeros_for(n);
+    let mut read = batch.columns().iter();
+    let columns = EVENTS
+        .fields()
+        .iter()
+        .zip(empty)
+        .map(|(field, &skipped)| {
+            let column = if skipped {
+                all_null(field.data_type(), n, &zeros)
+            } else {
+                read.next().cloned()
+            };
+            column.ok_or_else(|| {
+                datafusion::arrow::error::ArrowError::SchemaError(format!(
+                    "column {} could not be laid out",
+                    field.name()
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(EVENTS.clone(), columns)
 }
 
 /// Read every Parquet input into parsed chunks.
@@ -599,11 +679,53 @@ mod tests {
         let file = numbered_file(7, 1000);
         let path = file.path();
         assert_eq!(reader_builder(path).unwrap().metadata().num_row_groups(), 7);
-        let (parallel, error) = decode(path, reader_builder(path).unwrap(), 3);
+        let (parallel, error) = decode(path, reader_builder(path).unwrap(), 3, true);
         assert!(error.is_none());
-        let (serial, _) = decode(path, reader_builder(path).unwrap(), 1);
+        let (serial, _) = decode(path, reader_builder(path).unwrap(), 1, true);
         let expected: Vec<i64> = (0..7000).collect();
         assert_eq!(numbers(&parallel), expected);
         assert_eq!(numbers(&serial), expected);
+    }
+    #[test]
+    fn columns_empty_in_a_row_group_are_laid_out_as_nulls_not_decoded() {
+        use crate::ingest::row::{EventBuilders, Row};
+        // Six events in row groups of three; `topic` is set only in the second.
+        let mut rows = EventBuilders::new("x".into(), 6);
+        for seq in 0..6 {
+            rows.push(&Row {
+                seq,
+                id: format!("e{seq}").into(),
+                type_: "t.x".into(),
+                dialect: "0.2",
+                topic: (seq >= 3).then(|| "news".into()),
+                ..Row::default()
+            });
+        }
+        let batch = rows.finish();
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(3))
+            .build();
+        let mut w =
+            ArrowWriter::try_new(file.reopen().unwrap(), EVENTS.clone(), Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let path = file.path();
+        let topic = EVENTS.index_of("topic").unwrap();
+        let builder = reader_builder(path).unwrap();
+        assert!(
+            empty_columns(&builder, &[0])[topic],
+            "topic is empty in the first group"
+        );
+        assert!(!empty_columns(&builder, &[0, 1])[topic]);
+        let (plain, _) = decode(path, reader_builder(path).unwrap(), 1, false);
+        let plain = datafusion::arrow::compute::concat_batches(&EVENTS, &plain).unwrap();
+        assert_eq!(plain, batch);
+        for threads in [1, 2] {
+            let (read, error) = decode(path, reader_builder(path).unwrap(), threads, true);
+            assert!(error.is_none());
+            let read = datafusion::arrow::compute::concat_batches(&EVENTS, &read).unwrap();
+            assert_eq!(read, batch, "{threads} threads");
+        }
     }
 }

@@ -478,32 +478,46 @@ fn share_empty(n: usize, columns: Vec<ArrayRef>) -> Vec<ArrayRef> {
     if n == 0 || !columns.iter().any(empty) {
         return columns;
     }
-    // Long enough for 8-byte values, n + 1 offsets and a validity bitmap.
-    let zeros: Buffer = MutableBuffer::from_len_zeroed(8 * (n + 1)).into();
+    let zeros = zeros_for(n);
     columns
         .into_iter()
         .map(|c| {
             if !empty(&c) {
                 return c;
             }
-            let data = ArrayData::builder(c.data_type().clone())
-                .len(n)
-                .null_bit_buffer(Some(zeros.clone()));
-            let data = match c.data_type() {
-                DataType::Utf8 => data
-                    .add_buffer(zeros.clone())
-                    .add_buffer(MutableBuffer::new(0).into()),
-                DataType::Boolean => data.add_buffer(zeros.clone()),
-                t if t.primitive_width().is_some_and(|w| w <= 8) => data.add_buffer(zeros.clone()),
-                _ => return c,
-            };
-            // SAFETY: zeroed validity marks every row null, zeroed offsets
-            // make every string empty, and the buffer is long enough for
-            // n + 1 offsets or n values of up to 8 bytes: a valid all-null
-            // array of these types. (Checking it was 3% of ingest.)
-            make_array(unsafe { data.build_unchecked() })
+            all_null(c.data_type(), n, &zeros).unwrap_or(c)
         })
         .collect()
+}
+
+/// One zeroed buffer long enough for [`all_null`] arrays of `n` rows:
+/// 8-byte values, n + 1 offsets or a validity bitmap.
+pub fn zeros_for(n: usize) -> Buffer {
+    MutableBuffer::from_len_zeroed(8 * (n + 1)).into()
+}
+
+/// An array of `n` nulls over the shared `zeros` (from [`zeros_for`]), for
+/// text, booleans and primitives up to 8 bytes wide; None for other types.
+pub fn all_null(data_type: &DataType, n: usize, zeros: &Buffer) -> Option<ArrayRef> {
+    let data = ArrayData::builder(data_type.clone())
+        .len(n)
+        .null_bit_buffer(Some(zeros.clone()));
+    let data = match data_type {
+        DataType::Utf8 => data
+            .add_buffer(zeros.clone())
+            .add_buffer(MutableBuffer::new(0).into()),
+        DataType::Boolean => data.add_buffer(zeros.clone()),
+        t if t.primitive_width().is_some_and(|w| w <= 8) => data.add_buffer(zeros.clone()),
+        _ => return None,
+    };
+    if zeros.len() < 8 * (n + 1) {
+        return None;
+    }
+    // SAFETY: zeroed validity marks every row null, zeroed offsets make
+    // every string empty, and the buffer (checked above) is long enough for
+    // n + 1 offsets or n values of up to 8 bytes: a valid all-null array of
+    // these types. (Checking it was 3% of ingest.)
+    Some(make_array(unsafe { data.build_unchecked() }))
 }
 
 #[cfg(test)]
