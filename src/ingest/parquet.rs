@@ -245,16 +245,19 @@ fn empty_columns(builder: &ParquetRecordBatchReaderBuilder<File>, groups: &[usiz
     if builder.parquet_schema().num_columns() != columns {
         return Vec::new();
     }
+    // A required column is always read: statistics that claim it empty
+    // are wrong, and reading it reports that.
     (0..columns)
         .map(|c| {
-            groups.iter().all(|&g| {
-                let group = meta.row_group(g);
-                let nulls = group
-                    .column(c)
-                    .statistics()
-                    .and_then(|s| s.null_count_opt());
-                nulls == Some(group.num_rows() as u64)
-            })
+            EVENTS.field(c).is_nullable()
+                && groups.iter().all(|&g| {
+                    let group = meta.row_group(g);
+                    let nulls = group
+                        .column(c)
+                        .statistics()
+                        .and_then(|s| s.null_count_opt());
+                    nulls == Some(group.num_rows() as u64)
+                })
         })
         .collect()
 }
