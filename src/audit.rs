@@ -151,7 +151,7 @@ pub async fn audit_ingested(
     let mut catalog = catalog.clone();
     if let Some(ev) = catalog.take_embedded_view("ev") {
         let all = ctx.sql(&ev.sql).await?.into_view();
-        let table = rules::ev_table::EvTable::new(&ingested.events, all)?;
+        let table = rules::ev_table::EvTable::new(&ingested.events, all);
         ctx.register_table("ev", Arc::new(table))?;
     }
     let mut inputs = ingested.inputs.clone();

@@ -73,7 +73,7 @@ fn ev_by_type_gives_what_the_view_gives() {
             .unwrap()
             .into_view();
         ctx.register_table("ev_view", view.clone()).unwrap();
-        let table = EvTable::new(&ingested.events, view).unwrap();
+        let table = EvTable::new(&ingested.events, view);
         ctx.register_table("ev", Arc::new(table)).unwrap();
         let run = |sql: String| {
             let ctx = ctx.clone();

@@ -225,10 +225,8 @@ impl Deduper {
             for &(_, row) in rows {
                 keep[row as usize] = false;
             }
-            let mut flags = keep.iter();
-            kept.redeliveries.retain(|_| *flags.next().unwrap_or(&true));
-            let mut flags = keep.iter();
-            kept.version.retain(|_| *flags.next().unwrap_or(&true));
+            retain_marked(&mut kept.redeliveries, &keep);
+            retain_marked(&mut kept.version, &keep);
             let n = kept.redeliveries.len();
             let events =
                 std::mem::replace(&mut kept.events, RecordBatch::new_empty(EVENTS.clone()));
@@ -251,6 +249,12 @@ impl Deduper {
             per_chunk: self.per_chunk,
         }
     }
+}
+
+/// Keep the entries of `values` marked in `keep`.
+fn retain_marked<T>(values: &mut Vec<T>, keep: &[bool]) {
+    let mut flags = keep.iter();
+    values.retain(|_| *flags.next().unwrap_or(&true));
 }
 
 /// The rows of `events` marked in `keep` (`kept` of them). Columns empty in

@@ -499,6 +499,9 @@ pub fn zeros_for(n: usize) -> Buffer {
 /// An array of `n` nulls over the shared `zeros` (from [`zeros_for`]), for
 /// text, booleans and primitives up to 8 bytes wide; None for other types.
 pub fn all_null(data_type: &DataType, n: usize, zeros: &Buffer) -> Option<ArrayRef> {
+    if zeros.len() < 8 * (n + 1) {
+        return None;
+    }
     let data = ArrayData::builder(data_type.clone())
         .len(n)
         .null_bit_buffer(Some(zeros.clone()));
@@ -510,9 +513,6 @@ pub fn all_null(data_type: &DataType, n: usize, zeros: &Buffer) -> Option<ArrayR
         t if t.primitive_width().is_some_and(|w| w <= 8) => data.add_buffer(zeros.clone()),
         _ => return None,
     };
-    if zeros.len() < 8 * (n + 1) {
-        return None;
-    }
     // SAFETY: zeroed validity marks every row null, zeroed offsets make
     // every string empty, and the buffer (checked above) is long enough for
     // n + 1 offsets or n values of up to 8 bytes: a valid all-null array of

@@ -7,6 +7,7 @@
 //! engine as well (pushdown is inexact): the index only leaves out rows that
 //! could not pass. Rows keep their input order.
 
+use crate::ingest::schema::events_col;
 use async_trait::async_trait;
 use datafusion::arrow::array::{
     Array, AsArray, RecordBatch, RecordBatchOptions, StringArray, UInt32Array,
@@ -41,14 +42,14 @@ pub struct EvTable {
 
 impl EvTable {
     /// Index `batches` (the `events` table); `all` is the plain view.
-    pub fn new(batches: &[RecordBatch], all: Arc<dyn TableProvider>) -> Result<EvTable> {
+    pub fn new(batches: &[RecordBatch], all: Arc<dyn TableProvider>) -> EvTable {
         let mut ids: HashMap<&str, usize> = HashMap::new();
         let mut names: Vec<&str> = Vec::new();
         let mut rows: Vec<Vec<Vec<u32>>> = Vec::with_capacity(batches.len());
         for batch in batches {
-            let types = batch.column(events_col(batch, "type")?).as_string::<i32>();
+            let types = batch.column(events_col("type")).as_string::<i32>();
             let versions = batch
-                .column(events_col(batch, "version")?)
+                .column(events_col("version"))
                 .as_primitive::<Int32Type>();
             let mut per_type: Vec<Vec<u32>> = vec![Vec::new(); names.len()];
             // Runs of one type are common: look the name up once per run.
@@ -82,13 +83,13 @@ impl EvTable {
                 counts[id] += r.len();
             }
         }
-        Ok(EvTable {
+        EvTable {
             batches: batches.to_vec(),
             types: Arc::new(StringArray::from(names)),
             rows,
             counts,
             all,
-        })
+        }
     }
 
     /// Which types can pass the filters that read nothing but `type`.
@@ -136,10 +137,6 @@ impl EvTable {
         }
         Ok(pass)
     }
-}
-
-fn events_col(batch: &RecordBatch, name: &str) -> Result<usize> {
-    Ok(batch.schema().index_of(name)?)
 }
 
 impl std::fmt::Debug for EvTable {
