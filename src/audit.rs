@@ -147,11 +147,13 @@ pub async fn audit_ingested(
 ) -> Result<Report, AuditError> {
     let ctx = engine::session(&cfg.rule_engine_options())?;
     engine::register_tables(&ctx, ingested)?;
-    // `ev` as a table indexed by event type, unless a user view replaced it.
+    // `ev` as a table indexed by event type, with integer task keys,
+    // unless a user view replaced it.
     let mut catalog = catalog.clone();
-    if let Some(ev) = catalog.take_embedded_view("ev") {
-        let all = ctx.sql(&ev.sql).await?.into_view();
-        let table = rules::ev_table::EvTable::new(&ingested.events, all);
+    if catalog.take_embedded_view("ev").is_some() {
+        let started = std::time::Instant::now();
+        let table = rules::ev_table::EvTable::new(&ctx, &ingested.events)?;
+        crate::progress::timing("view", "ev (indexed)", started);
         ctx.register_table("ev", Arc::new(table))?;
     }
     let mut inputs = ingested.inputs.clone();

@@ -1,5 +1,7 @@
 //! The audit's `ev` table, indexed by event type, answers every query as the
-//! plain view `events WHERE version = 1` does: the same rows in the same order.
+//! plain view (queries/views/01_ev.sql) does: the same rows in the same
+//! order. Its task keys are integers where the view's are the ids, so they
+//! are compared by what they join and group.
 
 use crate::common::synth_log;
 use datafusion::arrow::util::pretty::pretty_format_batches;
@@ -27,6 +29,14 @@ const QUERIES: &[&str] = &[
     // a conflicting version's id: only its first version is in ev
     "SELECT seq, type, version FROM {} WHERE id = 'dup_1' AND type IN ('task.submitted', 'task.completed')",
     "SELECT seq, type FROM {} WHERE type = 'task.completed' LIMIT 3",
+    // the task keys: one per id, the same numbering in both columns
+    "SELECT count(DISTINCT task_key) AS k, count(DISTINCT parent_key) AS p, count(DISTINCT task_id) AS i FROM {}",
+    "SELECT task_key IS NULL AS k, parent_key IS NULL AS p, count(*) AS n FROM {} GROUP BY 1, 2 ORDER BY 1, 2",
+    "SELECT task_id FROM {} GROUP BY task_id HAVING count(DISTINCT task_key) <> 1",
+    "SELECT min(task_id) AS i FROM {} GROUP BY task_key HAVING min(task_id) <> max(task_id)",
+    "SELECT a.seq AS a, b.seq AS b FROM {} a JOIN {} b ON a.task_key = b.parent_key WHERE a.type = 'task.submitted' ORDER BY 1, 2",
+    "SELECT count(*) AS n FROM {} a JOIN {} b ON a.task_key = b.parent_key WHERE a.task_id <> b.parent_task_id",
+    "SELECT seq FROM {} WHERE type = 'task.started' AND task_key IS NOT NULL",
 ];
 
 #[test]
@@ -68,12 +78,12 @@ fn ev_by_type_gives_what_the_view_gives() {
         .unwrap();
         engine::register_tables(&ctx, &ingested).unwrap();
         let view = ctx
-            .sql("SELECT * FROM events WHERE version = 1")
+            .sql(include_str!("../queries/views/01_ev.sql"))
             .await
             .unwrap()
             .into_view();
-        ctx.register_table("ev_view", view.clone()).unwrap();
-        let table = EvTable::new(&ingested.events, view);
+        ctx.register_table("ev_view", view).unwrap();
+        let table = EvTable::new(&ctx, &ingested.events).unwrap();
         ctx.register_table("ev", Arc::new(table)).unwrap();
         let run = |sql: String| {
             let ctx = ctx.clone();
@@ -93,5 +103,10 @@ fn ev_by_type_gives_what_the_view_gives() {
         // and the pruned answers are not empty by accident
         let some = run(QUERIES[0].replace("{}", "ev")).await;
         assert!(some.lines().count() > 5, "{some}");
+        let links = run(QUERIES[17].replace("{}", "ev")).await;
+        assert!(links.lines().count() > 5, "{links}");
+        // the keys are integers here, the ids themselves in the view
+        let types = run("SELECT arrow_typeof(task_key) FROM ev LIMIT 1".to_string()).await;
+        assert!(types.contains("UInt32"), "{types}");
     });
 }

@@ -20,16 +20,16 @@
 --   task.progress at 10:05:03: fires on the task.progress. The same
 --   task.progress after interruption.resumed at 10:06: silent.
 WITH candidates AS (
-    SELECT seq, id, type, task_id, interruption_policy, created_us, created_at
+    SELECT seq, id, type, task_id, task_key, interruption_policy, created_us, created_at
     FROM ev
-    WHERE type IN ('interruption.saved', 'interruption.acknowledged') AND task_id IS NOT NULL
+    WHERE type IN ('interruption.saved', 'interruption.acknowledged') AND task_key IS NOT NULL
 ),
 request_policy AS (
     -- policy of the latest interruption.requested at or before the candidate
     SELECT c.seq,
            first_value(r.interruption_policy ORDER BY r.created_us DESC, r.seq DESC) AS policy
     FROM candidates c
-    JOIN ev r ON r.task_id = c.task_id AND r.type = 'interruption.requested'
+    JOIN ev r ON r.task_key = c.task_key AND r.type = 'interruption.requested'
     WHERE r.created_us < c.created_us OR (r.created_us = c.created_us AND r.seq < c.seq)
     GROUP BY c.seq
 ),
@@ -43,19 +43,19 @@ stops AS (
 closers AS (
     -- what ends a stop: a resume, the task's terminal event, or a later stop
     -- point (work after it is attributed to that one)
-    SELECT task_id, seq, created_us FROM ev
-    WHERE type = 'interruption.resumed' AND task_id IS NOT NULL
+    SELECT task_key, seq, created_us FROM ev
+    WHERE type = 'interruption.resumed' AND task_key IS NOT NULL
     UNION ALL
-    SELECT task_id, term_seq, term_us FROM tasks WHERE term_seq IS NOT NULL
+    SELECT task_key, term_seq, term_us FROM tasks WHERE term_seq IS NOT NULL
     UNION ALL
-    SELECT task_id, seq, created_us FROM stops
+    SELECT task_key, seq, created_us FROM stops
 ),
 first_closer AS (
     SELECT s.seq,
            first_value(c.seq ORDER BY c.created_us, c.seq) AS close_seq,
            first_value(c.created_us ORDER BY c.created_us, c.seq) AS close_us
     FROM stops s
-    JOIN closers c ON c.task_id = s.task_id
+    JOIN closers c ON c.task_key = s.task_key
     WHERE c.created_us > s.created_us OR (c.created_us = s.created_us AND c.seq > s.seq)
     GROUP BY s.seq
 ),
@@ -76,7 +76,7 @@ kept_working AS (
            first_value(e.type ORDER BY e.created_us, e.seq) AS work_type,
            first_value(e.created_at ORDER BY e.created_us, e.seq) AS work_at
     FROM windows w
-    JOIN ev e ON e.task_id = w.task_id AND e.type IN ('task.progress', 'task.output')
+    JOIN ev e ON e.task_key = w.task_key AND e.type IN ('task.progress', 'task.output')
     WHERE (e.created_us > w.created_us OR (e.created_us = w.created_us AND e.seq > w.seq))
       AND (w.close_seq IS NULL OR e.created_us < w.close_us
            OR (e.created_us = w.close_us AND e.seq < w.close_seq))

@@ -19,24 +19,24 @@
 --   task.progress: fires. Resumed naming ckpt_1: silent. Resumed naming
 --   ckpt_2 followed by task.failed {error.code: checkpoint_missing}: silent.
 WITH resumes AS (
-    SELECT seq, id, task_id, created_us, created_at,
+    SELECT seq, id, task_id, task_key, created_us, created_at,
            coalesce(checkpoint_id, p_checkpoint_id) AS ckpt
     FROM ev
-    WHERE type = 'interruption.resumed' AND task_id IS NOT NULL
+    WHERE type = 'interruption.resumed' AND task_key IS NOT NULL
       AND coalesce(checkpoint_id, p_checkpoint_id) IS NOT NULL
 ),
 known AS (
     -- resumes whose checkpoint was saved earlier for the same task
     SELECT DISTINCT r.seq
     FROM resumes r
-    JOIN ev s ON s.task_id = r.task_id AND coalesce(s.checkpoint_id, s.p_checkpoint_id) = r.ckpt
+    JOIN ev s ON s.task_key = r.task_key AND coalesce(s.checkpoint_id, s.p_checkpoint_id) = r.ckpt
     WHERE s.type = 'interruption.saved'
       AND (s.created_us < r.created_us OR (s.created_us = r.created_us AND s.seq < r.seq))
 ),
 failed_as_required AS (
     SELECT DISTINCT r.seq
     FROM resumes r
-    JOIN ev f ON f.task_id = r.task_id
+    JOIN ev f ON f.task_key = r.task_key
     WHERE f.type = 'task.failed' AND f.error_code = 'checkpoint_missing'
       AND (f.created_us > r.created_us OR (f.created_us = r.created_us AND f.seq > r.seq))
 ),
@@ -45,7 +45,7 @@ saved_checkpoints AS (
     SELECT r.seq,
            string_agg(DISTINCT coalesce(s.checkpoint_id, s.p_checkpoint_id), ', ') AS saved_list
     FROM resumes r
-    JOIN ev s ON s.task_id = r.task_id
+    JOIN ev s ON s.task_key = r.task_key
     WHERE s.type = 'interruption.saved' AND coalesce(s.checkpoint_id, s.p_checkpoint_id) IS NOT NULL
       AND (s.created_us < r.created_us OR (s.created_us = r.created_us AND s.seq < r.seq))
     GROUP BY r.seq
@@ -66,7 +66,7 @@ SELECT
     CASE WHEN t.term_seq IS NOT NULL AND t.term_us > r.created_us THEN make_array(r.seq, t.term_seq)
          ELSE make_array(r.seq) END AS seqs
 FROM resumes r
-JOIN tasks t ON t.task_id = r.task_id
+JOIN tasks t ON t.task_key = r.task_key
 CROSS JOIN log_end l
 LEFT JOIN known k ON k.seq = r.seq
 LEFT JOIN failed_as_required f ON f.seq = r.seq

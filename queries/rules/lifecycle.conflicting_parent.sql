@@ -18,18 +18,18 @@
 --   delegation event.
 WITH named AS (
     -- first-version events naming a parent for their task, in any place
-    SELECT task_id, env_parent_task_id, p_parent_task_id, parent_task_id, seq, id, created_us
+    SELECT task_id, task_key, env_parent_task_id, p_parent_task_id, parent_task_id, seq, id, created_us
     FROM ev
-    WHERE task_id IS NOT NULL
+    WHERE task_key IS NOT NULL
       AND (env_parent_task_id IS NOT NULL OR p_parent_task_id IS NOT NULL
            OR parent_task_id IS NOT NULL)
 ),
 conflicted AS (
     -- tasks whose parent values are not all equal, in one cheap aggregate
     -- (min/max skip nulls); only these go on to the (costly) ordered lists
-    SELECT task_id
+    SELECT task_key
     FROM named
-    GROUP BY task_id
+    GROUP BY task_key
     HAVING least(min(env_parent_task_id), min(p_parent_task_id), min(parent_task_id))
         <> greatest(max(env_parent_task_id), max(p_parent_task_id), max(parent_task_id))
 ),
@@ -42,7 +42,7 @@ parent_values AS (
                unnest(make_array(n.env_parent_task_id, n.p_parent_task_id, n.parent_task_id)) AS parent,
                CAST(n.created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + n.seq AS ord
         FROM named n
-        JOIN conflicted c ON c.task_id = n.task_id
+        JOIN conflicted c ON c.task_key = n.task_key
     ) v
     WHERE parent IS NOT NULL
 ),

@@ -51,7 +51,7 @@ cancel_requests_after_end AS (
                   t.term_type, ' ', t.term_id, ' at ', to_char(arrow_cast(t.term_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
                   '; expected no cancel request for a finished task') AS message
     FROM ev c
-    JOIN tasks t ON t.task_id = c.task_id
+    JOIN tasks t ON t.task_key = c.task_key
     WHERE c.type = 'task.cancel.requested'
       AND (t.term_us < c.created_us OR (t.term_us = c.created_us AND t.term_seq < c.seq))
 ),

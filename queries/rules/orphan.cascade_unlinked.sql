@@ -25,7 +25,7 @@ linked_to_request AS (
     -- child cancellations caused by a cancel request for the parent
     SELECT DISTINCT k.child_id, k.parent_id
     FROM cascaded k
-    JOIN ev r ON r.task_id = k.parent_id AND r.id = k.c_term_causation_id
+    JOIN ev r ON r.task_key = k.parent_key AND r.id = k.c_term_causation_id
     WHERE r.type = 'task.cancel.requested'
 )
 SELECT

@@ -16,13 +16,13 @@
 --   has task_id task_7: fires; add task_7's task.submitted anywhere: silent.
 WITH first_link AS (
     -- ord: (created_us, seq) as one sortable number, see views/10_tasks.sql
-    SELECT task_id, parent_task_id, min(CAST(created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + seq) AS ord
+    SELECT task_key, parent_key, min(CAST(created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + seq) AS ord
     FROM ev
-    WHERE parent_task_id IS NOT NULL
-    GROUP BY task_id, parent_task_id
+    WHERE parent_key IS NOT NULL
+    GROUP BY task_key, parent_key
 ),
 named_parents AS (
-    SELECT l.task_id, l.parent_task_id, e.seq AS link_seq, e.type AS link_type,
+    SELECT e.task_id, e.parent_task_id, l.parent_key, e.seq AS link_seq, e.type AS link_type,
            e.id AS link_id, e.created_at AS link_at
     FROM first_link l
     JOIN ev e ON e.seq = CAST(l.ord % 10000000000000000000 AS BIGINT)
@@ -37,5 +37,5 @@ SELECT
            '; expected the parent''s events in the audited logs') AS message,
     make_array(n.link_seq) AS seqs
 FROM named_parents n
-LEFT JOIN tasks p ON p.task_id = n.parent_task_id
-WHERE p.task_id IS NULL
+LEFT JOIN tasks p ON p.task_key = n.parent_key
+WHERE p.task_key IS NULL

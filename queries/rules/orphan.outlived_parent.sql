@@ -35,7 +35,7 @@ later_events AS (
            first_value(e.type ORDER BY e.created_us, e.seq) AS later_type,
            first_value(e.created_at ORDER BY e.created_us, e.seq) AS later_at
     FROM orphaned o
-    JOIN ev e ON e.task_id = o.child_id
+    JOIN ev e ON e.task_key = o.child_key
     WHERE o.c_dialect = '0.2'
       AND e.type NOT IN ('task.completed', 'task.failed', 'task.cancelled', 'task.timed_out')
       AND (e.created_us > o.p_term_us OR (e.created_us = o.p_term_us AND e.seq > o.p_term_seq))

@@ -26,7 +26,7 @@ cancel_before_child_end AS (
     -- the parent was being cancelled when the child ended
     SELECT DISTINCT k.child_id, k.parent_id
     FROM child_first k
-    JOIN ev r ON r.task_id = k.parent_id
+    JOIN ev r ON r.task_key = k.parent_key
     WHERE r.type IN ('task.cancel.requested', 'task.cancelled')
       AND (r.created_us < k.c_term_us OR (r.created_us = k.c_term_us AND r.seq < k.c_term_seq))
 )

@@ -1,6 +1,7 @@
 -- materialize: true
 -- One row per task (every task_id on a first-version event), the facts the
--- orphan, parent, checkpoint and lifecycle rules share. "First" is always by
+-- orphan, parent, checkpoint and lifecycle rules share; task_key and
+-- parent_key are its id's and its parent's keys (01_ev.sql), for joins. "First" is always by
 -- (created_us, seq): time order, ties in input order.
 --   parent_task_id  the first parent link seen on the task's events (a second,
 --                   different one is lifecycle.conflicting_parent)
@@ -23,14 +24,14 @@
 -- engine, first_value(x ORDER BY ...) per group costs time in the number of
 -- groups on every batch; one join, not six, keeps cluster plans small.)
 WITH keyed AS (
-    SELECT task_id, parent_task_id, session_id, type,
+    SELECT task_key, parent_task_id, session_id, type,
            CAST(created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + seq AS ord
     FROM ev
-    WHERE task_id IS NOT NULL
+    WHERE task_key IS NOT NULL
 ),
 firsts AS (
     SELECT
-        task_id,
+        task_key,
         min(ord) FILTER (WHERE parent_task_id IS NOT NULL) AS parent_ord,
         min(ord) FILTER (WHERE session_id IS NOT NULL) AS session_ord,
         min(ord) AS first_ord,
@@ -38,12 +39,12 @@ firsts AS (
         min(ord) FILTER (WHERE type IN ('delegation.accepted', 'delegation.handoff.completed')) AS deleg_ord,
         min(ord) FILTER (WHERE type IN ('task.completed', 'task.failed', 'task.cancelled', 'task.timed_out')) AS term_ord
     FROM keyed
-    GROUP BY task_id
+    GROUP BY task_key
 ),
 picks AS (
     -- one row per (task, kind of first event); kind 1 parent link,
     -- 2 session, 3 first event, 4 state, 5 delegation, 6 terminal
-    SELECT task_id,
+    SELECT task_key,
            unnest(make_array(
                CAST(parent_ord % 10000000000000000000 AS BIGINT), CAST(session_ord % 10000000000000000000 AS BIGINT),
                CAST(first_ord % 10000000000000000000 AS BIGINT), CAST(state_ord % 10000000000000000000 AS BIGINT),
@@ -52,8 +53,10 @@ picks AS (
     FROM firsts
 ),
 per_task AS (
-    SELECT p.task_id,
+    SELECT p.task_key,
+           max(CASE WHEN p.kind = 3 THEN e.task_id END) AS task_id,
            max(CASE WHEN p.kind = 1 THEN e.parent_task_id END) AS parent_task_id,
+           max(CASE WHEN p.kind = 1 THEN e.parent_key END) AS parent_key,
            max(CASE WHEN p.kind = 2 THEN e.session_id END) AS session_id,
            max(CASE WHEN p.kind = 3 THEN e.dialect END) AS log_dialect,
            max(CASE WHEN p.kind = 3 THEN e.seq END) AS first_seq,
@@ -76,7 +79,7 @@ per_task AS (
            max(CASE WHEN p.kind = 6 THEN e.causation_id END) AS term_causation_id
     FROM picks p
     JOIN ev e ON e.seq = p.seq
-    GROUP BY p.task_id
+    GROUP BY p.task_key
 ),
 with_active AS (
     SELECT *,
@@ -87,7 +90,9 @@ with_active AS (
     FROM per_task
 )
 SELECT
+    t.task_key,
     t.task_id,
+    t.parent_key,
     t.parent_task_id,
     coalesce(s.spec_override, t.log_dialect) AS dialect,
     t.log_dialect,

@@ -3,7 +3,8 @@
 -- first-version event (envelope, payload or delegation.* link), with both
 -- tasks' facts from `tasks`. A child naming two parents appears under both
 -- (that conflict itself is lifecycle.conflicting_parent); a self-link is
--- dropped. p_known is false when the parent appears nowhere as a task_id.
+-- dropped. child_key and parent_key are the two ids' keys (01_ev.sql).
+-- p_known is false when the parent appears nowhere as a task_id.
 --   link_*                   the first event carrying this link
 --   active_at_parent_end     the child is active at the parent's terminal
 --                            event: it became active before it (time, then
@@ -11,19 +12,20 @@
 --                            at it. Null/false when the parent never ends.
 WITH first_link AS (
     -- ord: (created_us, seq) as one sortable number, see 10_tasks.sql
-    SELECT task_id AS child_id, parent_task_id AS parent_id, min(CAST(created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + seq) AS ord
+    SELECT task_key AS child_key, parent_key, min(CAST(created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + seq) AS ord
     FROM ev
-    WHERE task_id IS NOT NULL AND parent_task_id IS NOT NULL
-      AND task_id <> parent_task_id
-    GROUP BY task_id, parent_task_id
+    WHERE task_key IS NOT NULL AND parent_key IS NOT NULL
+      AND task_key <> parent_key
+    GROUP BY task_key, parent_key
 ),
 links AS (
-    SELECT l.child_id, l.parent_id, e.seq AS link_seq, e.created_at AS link_at, e.type AS link_type
+    SELECT l.child_key, l.parent_key, e.task_id AS child_id, e.parent_task_id AS parent_id,
+           e.seq AS link_seq, e.created_at AS link_at, e.type AS link_type
     FROM first_link l
     JOIN ev e ON e.seq = CAST(l.ord % 10000000000000000000 AS BIGINT)
 )
 SELECT
-    l.child_id, l.parent_id, l.link_seq, l.link_at, l.link_type,
+    l.child_key, l.parent_key, l.child_id, l.parent_id, l.link_seq, l.link_at, l.link_type,
     c.dialect AS c_dialect,
     c.active_seq AS c_active_seq, c.active_us AS c_active_us,
     c.active_at AS c_active_at, c.active_type AS c_active_type,
@@ -41,5 +43,5 @@ SELECT
           OR c.term_us > p.term_us OR (c.term_us = p.term_us AND c.term_seq > p.term_seq)))
         AS active_at_parent_end
 FROM links l
-JOIN tasks c ON c.task_id = l.child_id
-LEFT JOIN tasks p ON p.task_id = l.parent_id
+JOIN tasks c ON c.task_key = l.child_key
+LEFT JOIN tasks p ON p.task_key = l.parent_key

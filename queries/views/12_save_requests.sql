@@ -10,16 +10,16 @@
 -- nothing left to save. saved_* is the first interruption.saved for the task
 -- inside the window that carries a checkpoint_id (envelope or payload).
 WITH requests AS (
-    SELECT seq, id, task_id, interruption_policy, grace_period_ms, created_us, created_at,
+    SELECT seq, id, task_id, task_key, interruption_policy, grace_period_ms, created_us, created_at,
            lead(seq) OVER w AS next_seq,
            lead(created_us) OVER w AS next_us,
            lead(created_at) OVER w AS next_at
     FROM ev
-    WHERE type = 'interruption.requested' AND task_id IS NOT NULL
-    WINDOW w AS (PARTITION BY task_id ORDER BY created_us, seq)
+    WHERE type = 'interruption.requested' AND task_key IS NOT NULL
+    WINDOW w AS (PARTITION BY task_key ORDER BY created_us, seq)
 ),
 save_requests AS (
-    SELECT r.seq, r.id, r.task_id, r.grace_period_ms, r.created_us, r.created_at,
+    SELECT r.seq, r.id, r.task_id, r.task_key, r.grace_period_ms, r.created_us, r.created_at,
            t.term_type,
            -- the task's terminal event closes the window if it comes first
            (t.term_seq IS NOT NULL
@@ -27,14 +27,14 @@ save_requests AS (
                  OR (t.term_us = r.next_us AND t.term_seq < r.next_seq))) AS closed_by_terminal,
            r.next_seq, r.next_us, r.next_at, t.term_seq, t.term_us, t.term_at
     FROM requests r
-    JOIN tasks t ON t.task_id = r.task_id
+    JOIN tasks t ON t.task_key = r.task_key
     WHERE r.interruption_policy = 'save_and_stop'
       -- the task had not ended before the request
       AND (t.term_seq IS NULL OR t.term_us > r.created_us
            OR (t.term_us = r.created_us AND t.term_seq > r.seq))
 ),
 windows AS (
-    SELECT seq, id, task_id, grace_period_ms, created_us, created_at, term_type,
+    SELECT seq, id, task_id, task_key, grace_period_ms, created_us, created_at, term_type,
            CASE WHEN closed_by_terminal THEN 'terminal'
                 WHEN next_seq IS NOT NULL THEN 'request' ELSE 'end' END AS close_kind,
            CASE WHEN closed_by_terminal THEN term_seq ELSE next_seq END AS close_seq,
@@ -50,7 +50,7 @@ first_saved AS (
            first_value(s.created_at ORDER BY s.created_us, s.seq) AS saved_at,
            first_value(coalesce(s.checkpoint_id, s.p_checkpoint_id) ORDER BY s.created_us, s.seq) AS saved_checkpoint_id
     FROM windows w
-    JOIN ev s ON s.task_id = w.task_id AND s.type = 'interruption.saved'
+    JOIN ev s ON s.task_key = w.task_key AND s.type = 'interruption.saved'
     WHERE coalesce(s.checkpoint_id, s.p_checkpoint_id) IS NOT NULL
       AND (s.created_us > w.created_us OR (s.created_us = w.created_us AND s.seq > w.seq))
       AND (w.close_seq IS NULL OR s.created_us < w.close_us

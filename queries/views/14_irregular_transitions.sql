@@ -15,25 +15,25 @@
 --   legal      the lifecycle table allows from_type -> type
 --   skipped_accept  task.submitted -> task.started (lifecycle.skipped_accept)
 WITH ordered AS (
-    -- one window over all tasks in (task_id, time, input order); the previous
-    -- row is the task's previous lifecycle event when it has the same task_id
-    -- (faster than PARTITION BY task_id, whose cost grows with the number of
-    -- tasks in every batch)
-    SELECT seq, id, task_id, type, created_us, created_at,
-           lag(task_id) OVER w AS lag_task_id,
+    -- one window over all tasks in (task, time, input order); the previous
+    -- row is the task's previous lifecycle event when it has the same key
+    -- (faster than PARTITION BY task_key, whose cost grows with the number
+    -- of tasks in every batch)
+    SELECT seq, id, task_id, task_key, type, created_us, created_at,
+           lag(task_key) OVER w AS lag_task_key,
            lag(type) OVER w AS lag_type,
            lag(seq) OVER w AS lag_seq
     FROM ev
-    WHERE task_id IS NOT NULL
+    WHERE task_key IS NOT NULL
       AND type IN ('task.submitted', 'task.accepted', 'task.started', 'task.progress',
                    'task.output', 'task.blocked', 'task.completed', 'task.failed',
                    'task.cancelled', 'task.timed_out')
-    WINDOW w AS (ORDER BY task_id, created_us, seq)
+    WINDOW w AS (ORDER BY task_key, created_us, seq)
 ),
 states AS (
-    SELECT seq, id, task_id, type, created_us, created_at,
-           CASE WHEN lag_task_id = task_id THEN lag_type END AS prev_type,
-           CASE WHEN lag_task_id = task_id THEN lag_seq END AS prev_seq
+    SELECT seq, id, task_id, task_key, type, created_us, created_at,
+           CASE WHEN lag_task_key = task_key THEN lag_type END AS prev_type,
+           CASE WHEN lag_task_key = task_key THEN lag_seq END AS prev_seq
     FROM ordered
 ),
 with_from AS (
@@ -48,10 +48,10 @@ with_from AS (
     -- only such a first event looks up its task (the others join on a null
     -- key), and only delegated tasks are looked up: a small build side the
     -- engine can share, instead of repartitioning every lifecycle event
-    LEFT JOIN (SELECT task_id, deleg_seq, deleg_us, deleg_type, deleg_at
+    LEFT JOIN (SELECT task_key, deleg_seq, deleg_us, deleg_type, deleg_at
                FROM tasks WHERE deleg_seq IS NOT NULL) t
-           ON t.task_id = CASE WHEN s.prev_type IS NULL AND s.type <> 'task.submitted'
-                               THEN s.task_id END
+           ON t.task_key = CASE WHEN s.prev_type IS NULL AND s.type <> 'task.submitted'
+                                THEN s.task_key END
 ),
 checked AS (
     SELECT w.*,
@@ -64,7 +64,7 @@ checked AS (
           AND n.to_type = w.type
 )
 SELECT
-    w.seq, w.id, w.task_id, w.type, w.created_us, w.created_at,
+    w.seq, w.id, w.task_id, w.task_key, w.type, w.created_us, w.created_at,
     CASE WHEN w.after_delegation THEN 'task.accepted' ELSE coalesce(w.prev_type, '(none)') END AS from_type,
     CASE WHEN w.after_delegation THEN w.deleg_seq ELSE w.prev_seq END AS from_seq,
     CASE WHEN w.after_delegation THEN concat(w.deleg_type, ' (counts as submitted + accepted)')

@@ -7,10 +7,11 @@
 //! engine as well (pushdown is inexact): the index only leaves out rows that
 //! could not pass. Rows keep their input order.
 
-use crate::ingest::schema::events_col;
+use crate::ingest::schema::{EVENTS, events_col};
 use async_trait::async_trait;
 use datafusion::arrow::array::{
-    Array, AsArray, RecordBatch, RecordBatchOptions, StringArray, UInt32Array,
+    Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, StringArray, UInt32Array,
+    UInt32Builder,
 };
 use datafusion::arrow::compute::take;
 use datafusion::arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef};
@@ -19,8 +20,9 @@ use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, DFSchema};
 use datafusion::datasource::{MemTable, TableType};
 use datafusion::error::Result;
-use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, col, lit};
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::SessionContext;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -29,6 +31,7 @@ use std::sync::Arc;
 const MOST_ROWS: f64 = 0.25;
 
 pub struct EvTable {
+    /// The `events` batches with `task_key` and `parent_key` appended.
     batches: Vec<RecordBatch>,
     /// The distinct event types.
     types: Arc<StringArray>,
@@ -36,60 +39,57 @@ pub struct EvTable {
     rows: Vec<Vec<Vec<u32>>>,
     /// First-version rows per type, over all batches.
     counts: Vec<usize>,
-    /// `events WHERE version = 1`, for queries that need most rows.
+    /// `batches WHERE version = 1`, for queries that need most rows.
     all: Arc<dyn TableProvider>,
 }
 
 impl EvTable {
-    /// Index `batches` (the `events` table); `all` is the plain view.
-    pub fn new(batches: &[RecordBatch], all: Arc<dyn TableProvider>) -> EvTable {
-        let mut ids: HashMap<&str, usize> = HashMap::new();
-        let mut names: Vec<&str> = Vec::new();
-        let mut rows: Vec<Vec<Vec<u32>>> = Vec::with_capacity(batches.len());
-        for batch in batches {
-            let types = batch.column(events_col("type")).as_string::<i32>();
-            let versions = batch
-                .column(events_col("version"))
-                .as_primitive::<Int32Type>();
-            let mut per_type: Vec<Vec<u32>> = vec![Vec::new(); names.len()];
-            // Runs of one type are common: look the name up once per run.
-            let mut last: Option<(&str, usize)> = None;
-            for row in 0..batch.num_rows() {
-                if versions.is_null(row) || versions.value(row) != 1 {
-                    continue;
-                }
-                let name = types.value(row);
-                let id = match last {
-                    Some((n, id)) if n == name => id,
-                    _ => {
-                        let id = *ids.entry(name).or_insert_with(|| {
-                            names.push(name);
-                            names.len() - 1
-                        });
-                        last = Some((name, id));
-                        id
-                    }
-                };
-                if id >= per_type.len() {
-                    per_type.resize(id + 1, Vec::new());
-                }
-                per_type[id].push(row as u32);
-            }
-            rows.push(per_type);
+    /// Index and key `events` (the `events` table's batches) for `ctx`.
+    pub fn new(ctx: &SessionContext, events: &[RecordBatch]) -> Result<EvTable> {
+        // The two passes are independent: run them side by side.
+        let (keys, index) = std::thread::scope(|s| {
+            let keys = s.spawn(|| task_keys(events));
+            let index = TypeIndex::new(events);
+            (
+                keys.join().expect("numbering task ids does not panic"),
+                index,
+            )
+        });
+        let base = events
+            .first()
+            .map_or_else(|| EVENTS.clone(), |b| b.schema());
+        let mut fields = base.fields().to_vec();
+        for name in ["task_key", "parent_key"] {
+            fields.push(Arc::new(Field::new(name, DataType::UInt32, true)));
         }
-        let mut counts = vec![0; names.len()];
-        for per_type in &rows {
-            for (id, r) in per_type.iter().enumerate() {
-                counts[id] += r.len();
-            }
+        let schema = Arc::new(Schema::new(fields));
+        let batches = events
+            .iter()
+            .zip(keys)
+            .map(|(batch, [task, parent])| {
+                let mut columns = batch.columns().to_vec();
+                columns.extend([task, parent]);
+                RecordBatch::try_new(schema.clone(), columns)
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        // Split as `events` is, so that full scans keep their parallelism.
+        let parts = ctx.state().config().target_partitions().max(1);
+        let mut partitions: Vec<Vec<RecordBatch>> = vec![Vec::new(); parts];
+        for (i, b) in batches.iter().enumerate() {
+            partitions[i % parts].push(b.clone());
         }
-        EvTable {
-            batches: batches.to_vec(),
-            types: Arc::new(StringArray::from(names)),
-            rows,
-            counts,
+        let keyed = MemTable::try_new(schema, partitions)?;
+        let all = ctx
+            .read_table(Arc::new(keyed))?
+            .filter(col("version").eq(lit(1i32)))?
+            .into_view();
+        Ok(EvTable {
+            batches,
+            types: index.types,
+            rows: index.rows,
+            counts: index.counts,
             all,
-        }
+        })
     }
 
     /// Which types can pass the filters that read nothing but `type`.
@@ -137,6 +137,97 @@ impl EvTable {
         }
         Ok(pass)
     }
+}
+
+/// Where each event type's first-version rows are.
+struct TypeIndex {
+    types: Arc<StringArray>,
+    rows: Vec<Vec<Vec<u32>>>,
+    counts: Vec<usize>,
+}
+
+impl TypeIndex {
+    fn new(batches: &[RecordBatch]) -> TypeIndex {
+        let mut ids: HashMap<&str, usize> = HashMap::new();
+        let mut names: Vec<&str> = Vec::new();
+        let mut rows: Vec<Vec<Vec<u32>>> = Vec::with_capacity(batches.len());
+        for batch in batches {
+            let types = batch.column(events_col("type")).as_string::<i32>();
+            let versions = batch
+                .column(events_col("version"))
+                .as_primitive::<Int32Type>();
+            let mut per_type: Vec<Vec<u32>> = vec![Vec::new(); names.len()];
+            // Runs of one type are common: look the name up once per run.
+            let mut last: Option<(&str, usize)> = None;
+            for row in 0..batch.num_rows() {
+                if versions.is_null(row) || versions.value(row) != 1 {
+                    continue;
+                }
+                let name = types.value(row);
+                let id = match last {
+                    Some((n, id)) if n == name => id,
+                    _ => {
+                        let id = *ids.entry(name).or_insert_with(|| {
+                            names.push(name);
+                            names.len() - 1
+                        });
+                        last = Some((name, id));
+                        id
+                    }
+                };
+                if id >= per_type.len() {
+                    per_type.resize(id + 1, Vec::new());
+                }
+                per_type[id].push(row as u32);
+            }
+            rows.push(per_type);
+        }
+        let mut counts = vec![0; names.len()];
+        for per_type in &rows {
+            for (id, r) in per_type.iter().enumerate() {
+                counts[id] += r.len();
+            }
+        }
+        TypeIndex {
+            types: Arc::new(StringArray::from(names)),
+            rows,
+            counts,
+        }
+    }
+}
+
+/// Per batch, the codes of its `task_id` and `parent_task_id`: one
+/// numbering for both columns, in order of first appearance; null for null.
+fn task_keys(batches: &[RecordBatch]) -> Vec<[ArrayRef; 2]> {
+    let mut codes: foldhash::HashMap<&str, u32> = Default::default();
+    let mut keyed = Vec::with_capacity(batches.len());
+    for batch in batches {
+        let pair = ["task_id", "parent_task_id"].map(|name| {
+            let ids = batch.column(events_col(name)).as_string::<i32>();
+            let mut keys = UInt32Builder::with_capacity(ids.len());
+            // Runs of one task are common: look the id up once per run.
+            let mut last: Option<(&str, u32)> = None;
+            for id in ids.iter() {
+                let Some(id) = id else {
+                    keys.append_null();
+                    continue;
+                };
+                let key = match last {
+                    Some((l, key)) if l == id => key,
+                    _ => {
+                        let next = codes.len() as u32;
+                        let key = *codes.entry(id).or_insert(next);
+                        last = Some((id, key));
+                        key
+                    }
+                };
+                keys.append_value(key);
+            }
+            Arc::new(keys.finish()) as ArrayRef
+        });
+        keyed.push(pair);
+    }
+    keyed
 }
 
 impl std::fmt::Debug for EvTable {
