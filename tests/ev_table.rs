@@ -1,7 +1,7 @@
 //! The audit's `ev` table, indexed by event type, answers every query as the
 //! plain view (queries/views/01_ev.sql) does: the same rows in the same
 //! order. Its task keys are integers where the view's are the ids, so they
-//! are compared by what they join and group.
+//! are compared by what they join and group; its `type` is dictionary-encoded.
 
 use crate::common::synth_log;
 use datafusion::arrow::util::pretty::pretty_format_batches;
@@ -37,6 +37,11 @@ const QUERIES: &[&str] = &[
     "SELECT a.seq AS a, b.seq AS b FROM {} a JOIN {} b ON a.task_key = b.parent_key WHERE a.type = 'task.submitted' ORDER BY 1, 2",
     "SELECT count(*) AS n FROM {} a JOIN {} b ON a.task_key = b.parent_key WHERE a.task_id <> b.parent_task_id",
     "SELECT seq FROM {} WHERE type = 'task.started' AND task_key IS NOT NULL",
+    // the type as a value: grouped, joined, compared, written out
+    "SELECT type, count(*) AS n FROM {} GROUP BY type ORDER BY type",
+    "SELECT a.seq AS a, b.seq AS b FROM {} a JOIN {} b ON a.type = b.type AND a.task_id = b.task_id WHERE a.type LIKE 'delegation.%' ORDER BY 1, 2",
+    "SELECT concat(type, ' ', id) AS m, upper(type) AS u, type < 'm' AS early FROM {} WHERE seq < 50 ORDER BY seq",
+    "SELECT seq, lag(type) OVER (ORDER BY seq) AS prev FROM {} WHERE task_id IS NOT NULL ORDER BY seq LIMIT 200",
 ];
 
 #[test]
@@ -105,8 +110,16 @@ fn ev_by_type_gives_what_the_view_gives() {
         assert!(some.lines().count() > 5, "{some}");
         let links = run(QUERIES[17].replace("{}", "ev")).await;
         assert!(links.lines().count() > 5, "{links}");
-        // the keys are integers here, the ids themselves in the view
-        let types = run("SELECT arrow_typeof(task_key) FROM ev LIMIT 1".to_string()).await;
-        assert!(types.contains("UInt32"), "{types}");
+        // the keys are integers here, the ids themselves in the view; the
+        // type is a dictionary
+        let types = run(
+            "SELECT arrow_typeof(task_key) AS k, arrow_typeof(type) AS t FROM ev LIMIT 1"
+                .to_string(),
+        )
+        .await;
+        assert!(
+            types.contains("UInt32") && types.contains("Dictionary(Int32, Utf8)"),
+            "{types}"
+        );
     });
 }

@@ -6,4 +6,5 @@
 --                         ids themselves; an audit of a loaded log numbers
 --                         them (src/rules/ev_table.rs), which is faster.
 --                         Compare keys only with keys.
+-- (That audit's ev also holds `type` dictionary-encoded: the same values.)
 SELECT *, task_id AS task_key, parent_task_id AS parent_key FROM events WHERE version = 1

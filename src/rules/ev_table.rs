@@ -6,12 +6,19 @@
 //! filters settle the type gets only those rows. The filters stay with the
 //! engine as well (pushdown is inexact): the index only leaves out rows that
 //! could not pass. Rows keep their input order.
+//!
+//! It also numbers the task ids: `task_key` and `parent_key` are integer
+//! codes of `task_id` and `parent_task_id` (one numbering for both), so
+//! that the views group, sort and join tasks on integers, not text. The
+//! plain view's keys are the ids themselves; the rules only compare keys.
+//! And `type` is dictionary-encoded: the filters on it that remain (in
+//! scans of most rows) compare a few names, not every row's.
 
 use crate::ingest::schema::{EVENTS, events_col};
 use async_trait::async_trait;
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, StringArray, UInt32Array,
-    UInt32Builder,
+    Array, ArrayRef, AsArray, DictionaryArray, Int32Array, RecordBatch, RecordBatchOptions,
+    StringArray, UInt32Array, UInt32Builder,
 };
 use datafusion::arrow::compute::take;
 use datafusion::arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef};
@@ -55,10 +62,18 @@ impl EvTable {
                 index,
             )
         });
+        let TypeIndex {
+            types,
+            rows,
+            counts,
+            codes,
+        } = index;
         let base = events
             .first()
             .map_or_else(|| EVENTS.clone(), |b| b.schema());
+        let type_col = events_col("type");
         let mut fields = base.fields().to_vec();
+        fields[type_col] = Arc::new(Field::new("type", type_dictionary(), false));
         for name in ["task_key", "parent_key"] {
             fields.push(Arc::new(Field::new(name, DataType::UInt32, true)));
         }
@@ -66,8 +81,11 @@ impl EvTable {
         let batches = events
             .iter()
             .zip(keys)
-            .map(|(batch, [task, parent])| {
+            .zip(codes)
+            .map(|((batch, [task, parent]), codes)| {
                 let mut columns = batch.columns().to_vec();
+                let codes = Int32Array::from(codes);
+                columns[type_col] = Arc::new(DictionaryArray::try_new(codes, types.clone())?);
                 columns.extend([task, parent]);
                 RecordBatch::try_new(schema.clone(), columns)
             })
@@ -85,9 +103,9 @@ impl EvTable {
             .into_view();
         Ok(EvTable {
             batches,
-            types: index.types,
-            rows: index.rows,
-            counts: index.counts,
+            types,
+            rows,
+            counts,
             all,
         })
     }
@@ -95,9 +113,16 @@ impl EvTable {
     /// Which types can pass the filters that read nothing but `type`.
     fn types_passing(&self, state: &dyn Session, filters: &[Expr]) -> Result<Vec<bool>> {
         let mut pass = vec![true; self.types.len()];
-        let schema = Arc::new(Schema::new(vec![Field::new("type", DataType::Utf8, false)]));
+        // Each name once, typed as the table's column is.
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "type",
+            type_dictionary(),
+            false,
+        )]));
         let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
-        let batch = RecordBatch::try_new(schema, vec![self.types.clone()])?;
+        let codes = Int32Array::from_iter_values(0..self.types.len() as i32);
+        let names = DictionaryArray::try_new(codes, self.types.clone())?;
+        let batch = RecordBatch::try_new(schema, vec![Arc::new(names)])?;
         for filter in filters {
             let columns = filter.column_refs();
             if columns.is_empty() || columns.iter().any(|c| c.name != "type") {
@@ -139,11 +164,20 @@ impl EvTable {
     }
 }
 
-/// Where each event type's first-version rows are.
+/// `type` here: codes into the distinct names, so that filtering, hashing and
+/// copying it costs a number per row, not a string.
+fn type_dictionary() -> DataType {
+    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
+}
+
+/// Where each event type's first-version rows are, and every row's type as
+/// a code into the distinct names.
 struct TypeIndex {
     types: Arc<StringArray>,
     rows: Vec<Vec<Vec<u32>>>,
     counts: Vec<usize>,
+    /// Per batch, per row (any version): its type's index into `types`.
+    codes: Vec<Vec<i32>>,
 }
 
 impl TypeIndex {
@@ -151,18 +185,17 @@ impl TypeIndex {
         let mut ids: HashMap<&str, usize> = HashMap::new();
         let mut names: Vec<&str> = Vec::new();
         let mut rows: Vec<Vec<Vec<u32>>> = Vec::with_capacity(batches.len());
+        let mut codes = Vec::with_capacity(batches.len());
         for batch in batches {
             let types = batch.column(events_col("type")).as_string::<i32>();
             let versions = batch
                 .column(events_col("version"))
                 .as_primitive::<Int32Type>();
             let mut per_type: Vec<Vec<u32>> = vec![Vec::new(); names.len()];
+            let mut batch_codes = Vec::with_capacity(batch.num_rows());
             // Runs of one type are common: look the name up once per run.
             let mut last: Option<(&str, usize)> = None;
             for row in 0..batch.num_rows() {
-                if versions.is_null(row) || versions.value(row) != 1 {
-                    continue;
-                }
                 let name = types.value(row);
                 let id = match last {
                     Some((n, id)) if n == name => id,
@@ -175,12 +208,17 @@ impl TypeIndex {
                         id
                     }
                 };
+                batch_codes.push(id as i32);
+                if versions.is_null(row) || versions.value(row) != 1 {
+                    continue;
+                }
                 if id >= per_type.len() {
                     per_type.resize(id + 1, Vec::new());
                 }
                 per_type[id].push(row as u32);
             }
             rows.push(per_type);
+            codes.push(batch_codes);
         }
         let mut counts = vec![0; names.len()];
         for per_type in &rows {
@@ -192,6 +230,7 @@ impl TypeIndex {
             types: Arc::new(StringArray::from(names)),
             rows,
             counts,
+            codes,
         }
     }
 }
