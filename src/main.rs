@@ -19,6 +19,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 fn main() -> ExitCode {
+    hvaudit::progress::start_clock();
     let cli = Cli::parse();
     // Without a memory limit, never hand freed pages back to the kernel: a
     // query phase frees and allocates gigabytes, and each page given back is

@@ -70,12 +70,25 @@ pub fn rules_bar(show: bool, total: usize) -> ProgressBar {
     bar
 }
 
-/// With `HVAUDIT_TIMING` set, how long each ingest phase, view and rule took, on stderr.
+/// The run's start, for placing timings on one time line.
+static CLOCK: std::sync::LazyLock<std::time::Instant> =
+    std::sync::LazyLock::new(std::time::Instant::now);
+
+/// Start the run's clock (the first call to [`timing`] would otherwise).
+pub fn start_clock() {
+    std::sync::LazyLock::force(&CLOCK);
+}
+
+/// With `HVAUDIT_TIMING` set, how long each ingest phase, view and rule
+/// took, and from when to when since the run started (which jobs ran side
+/// by side, where a core waited), on stderr.
 pub fn timing(kind: &str, name: &str, started: std::time::Instant) {
     if std::env::var_os("HVAUDIT_TIMING").is_some() {
+        let took = started.elapsed().as_secs_f64();
+        let end = CLOCK.elapsed().as_secs_f64();
         eprintln!(
-            "timing {kind} {name} {:.3}s",
-            started.elapsed().as_secs_f64()
+            "timing {kind} {name} {took:.3}s ({:.3}-{end:.3}s)",
+            (end - took).max(0.0)
         );
     }
 }
