@@ -24,6 +24,7 @@ const QUERIES: &[&str] = &[
     // a type no event has; every row; no column at all
     "SELECT seq FROM {} WHERE type = 'no.such.type'",
     "SELECT seq, version, redeliveries FROM {}",
+    "SELECT seq, id, version FROM {} WHERE id LIKE 'solo%' OR id = 'dup_1'",
     "SELECT count(*) FROM {} WHERE type = 'belief.revised'",
     "SELECT count(*) FROM {}",
     // a conflicting version's id: only its first version is in ev
@@ -49,13 +50,17 @@ fn ev_by_type_gives_what_the_view_gives() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("log.ndjson");
     let mut log = synth_log(7, 400_000, 0.05);
-    // the same id again with other content: a second version, left out of ev
-    for (ty, at) in [
-        ("task.submitted", "12:00:00"),
-        ("task.completed", "12:00:05"),
+    // the same id again with other content: a second version, left out of
+    // ev; and single first versions between and after later ones
+    for (id, ty, at) in [
+        ("dup_1", "task.submitted", "12:00:00"),
+        ("dup_1", "task.completed", "12:00:05"),
+        ("solo_1", "task.submitted", "12:00:06"),
+        ("dup_1", "task.failed", "12:00:07"),
+        ("solo_2", "task.submitted", "12:00:08"),
     ] {
         log.extend(format!(
-            r#"{{"spec_version":"0.2","id":"dup_1","type":"{ty}","source":"agent:a","created_at":"2026-07-14T{at}Z","task_id":"t_dup","payload":{{"task_id":"t_dup"}}}}"#
+            r#"{{"spec_version":"0.2","id":"{id}","type":"{ty}","source":"agent:a","created_at":"2026-07-14T{at}Z","task_id":"t_dup","payload":{{"task_id":"t_dup"}}}}"#
         ).bytes());
         log.push(b'\n');
     }
@@ -106,10 +111,25 @@ fn ev_by_type_gives_what_the_view_gives() {
             assert_eq!(indexed, plain, "{query}");
         }
         // and the pruned answers are not empty by accident
-        let some = run(QUERIES[0].replace("{}", "ev")).await;
-        assert!(some.lines().count() > 5, "{some}");
-        let links = run(QUERIES[17].replace("{}", "ev")).await;
-        assert!(links.lines().count() > 5, "{links}");
+        let answer = |needle: &str| {
+            let query = QUERIES.iter().find(|q| q.contains(needle)).unwrap();
+            run(query.replace("{}", "ev"))
+        };
+        for needle in [
+            "'interruption.requested'",
+            "a.task_key = b.parent_key WHERE",
+        ] {
+            let some = answer(needle).await;
+            assert!(some.lines().count() > 5, "{some}");
+        }
+        // single first versions between later ones are kept, once
+        let solo = answer("'solo%'").await;
+        assert!(
+            solo.contains("solo_1")
+                && solo.contains("solo_2")
+                && solo.matches("dup_1").count() == 1,
+            "{solo}"
+        );
         // the keys are integers here, the ids themselves in the view; the
         // type is a dictionary
         let types = run(

@@ -27,7 +27,7 @@ use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, DFSchema};
 use datafusion::datasource::{MemTable, TableType};
 use datafusion::error::Result;
-use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, col, lit};
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
 use std::collections::HashMap;
@@ -47,7 +47,7 @@ pub struct EvTable {
     /// First-version rows per type, over all batches.
     counts: Vec<usize>,
     /// `batches WHERE version = 1`, for queries that need most rows.
-    all: Arc<dyn TableProvider>,
+    all: Arc<MemTable>,
 }
 
 impl EvTable {
@@ -93,14 +93,10 @@ impl EvTable {
         // Split as `events` is, so that full scans keep their parallelism.
         let parts = ctx.state().config().target_partitions().max(1);
         let mut partitions: Vec<Vec<RecordBatch>> = vec![Vec::new(); parts];
-        for (i, b) in batches.iter().enumerate() {
-            partitions[i % parts].push(b.clone());
+        for (i, b) in first_versions(&batches).into_iter().enumerate() {
+            partitions[i % parts].push(b);
         }
-        let keyed = MemTable::try_new(schema, partitions)?;
-        let all = ctx
-            .read_table(Arc::new(keyed))?
-            .filter(col("version").eq(lit(1i32)))?
-            .into_view();
+        let all = Arc::new(MemTable::try_new(schema, partitions)?);
         Ok(EvTable {
             batches,
             types,
@@ -233,6 +229,29 @@ impl TypeIndex {
             codes,
         }
     }
+}
+
+/// The rows of `batches` that are first versions (`version = 1`), as
+/// slices: no copy, and no scan filters them again.
+fn first_versions(batches: &[RecordBatch]) -> Vec<RecordBatch> {
+    let mut slices = Vec::with_capacity(batches.len());
+    for batch in batches {
+        let versions = batch
+            .column(events_col("version"))
+            .as_primitive::<Int32Type>();
+        let mut start = 0;
+        for row in 0..=batch.num_rows() {
+            let first =
+                row < batch.num_rows() && versions.is_valid(row) && versions.value(row) == 1;
+            if !first {
+                if row > start {
+                    slices.push(batch.slice(start, row - start));
+                }
+                start = row + 1;
+            }
+        }
+    }
+    slices
 }
 
 /// Per batch, the codes of its `task_id` and `parent_task_id`: one
