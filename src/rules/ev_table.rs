@@ -30,7 +30,6 @@ use datafusion::error::Result;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A query reading more than this share of the rows scans them all instead:
@@ -178,7 +177,7 @@ struct TypeIndex {
 
 impl TypeIndex {
     fn new(batches: &[RecordBatch]) -> TypeIndex {
-        let mut ids: HashMap<&str, usize> = HashMap::new();
+        let mut ids: foldhash::HashMap<&str, usize> = Default::default();
         let mut names: Vec<&str> = Vec::new();
         let mut rows: Vec<Vec<Vec<u32>>> = Vec::with_capacity(batches.len());
         let mut codes = Vec::with_capacity(batches.len());
