@@ -19,7 +19,7 @@ WITH ordered AS (
     -- row is the task's previous lifecycle event when it has the same key
     -- (faster than PARTITION BY task_key, whose cost grows with the number
     -- of tasks in every batch)
-    SELECT seq, id, task_id, task_key, type, created_us, created_at,
+    SELECT seq, task_key, type, created_us,
            lag(task_key) OVER w AS lag_task_key,
            lag(type) OVER w AS lag_type,
            lag(seq) OVER w AS lag_seq
@@ -31,7 +31,7 @@ WITH ordered AS (
     WINDOW w AS (ORDER BY task_key, created_us, seq)
 ),
 states AS (
-    SELECT seq, id, task_id, task_key, type, created_us, created_at,
+    SELECT seq, task_key, type, created_us,
            CASE WHEN lag_task_key = task_key THEN lag_type END AS prev_type,
            CASE WHEN lag_task_key = task_key THEN lag_seq END AS prev_seq
     FROM ordered
@@ -64,7 +64,7 @@ checked AS (
           AND n.to_type = w.type
 )
 SELECT
-    w.seq, w.id, w.task_id, w.task_key, w.type, w.created_us, w.created_at,
+    w.seq, c.id, c.task_id, w.task_key, w.type, w.created_us, c.created_at,
     CASE WHEN w.after_delegation THEN 'task.accepted' ELSE coalesce(w.prev_type, '(none)') END AS from_type,
     CASE WHEN w.after_delegation THEN w.deleg_seq ELSE w.prev_seq END AS from_seq,
     CASE WHEN w.after_delegation THEN concat(w.deleg_type, ' (counts as submitted + accepted)')
@@ -74,7 +74,9 @@ SELECT
     w.legal,
     w.skipped_accept
 FROM checked w
--- the previous event's id and time, looked up for the kept rows only (a
--- join of these few costs less than carrying both through the window)
+-- the event's and the previous event's id and time (and the task id), looked
+-- up for the kept rows only: a join of these few costs less than carrying
+-- the text through the sort and the window of every lifecycle event
 LEFT JOIN ev p ON p.seq = CASE WHEN w.after_delegation THEN NULL ELSE w.prev_seq END
+JOIN ev c ON c.seq = w.seq
 WHERE NOT w.legal OR w.skipped_accept
