@@ -9,14 +9,25 @@
 -- 'end'). Requests for a task that had already ended are left out: there is
 -- nothing left to save. saved_* is the first interruption.saved for the task
 -- inside the window that carries a checkpoint_id (envelope or payload).
-WITH requests AS (
+WITH ordered AS (
+    -- one window over all tasks in (task, time, input order); the next row
+    -- is the task's next request when it has the same key (faster than
+    -- PARTITION BY task_key, as in 14_irregular_transitions.sql)
     SELECT seq, id, task_id, task_key, interruption_policy, grace_period_ms, created_us, created_at,
-           lead(seq) OVER w AS next_seq,
-           lead(created_us) OVER w AS next_us,
-           lead(created_at) OVER w AS next_at
+           lead(task_key) OVER w AS lead_task_key,
+           lead(seq) OVER w AS lead_seq,
+           lead(created_us) OVER w AS lead_us,
+           lead(created_at) OVER w AS lead_at
     FROM ev
     WHERE type = 'interruption.requested' AND task_key IS NOT NULL
-    WINDOW w AS (PARTITION BY task_key ORDER BY created_us, seq)
+    WINDOW w AS (ORDER BY task_key, created_us, seq)
+),
+requests AS (
+    SELECT seq, id, task_id, task_key, interruption_policy, grace_period_ms, created_us, created_at,
+           CASE WHEN lead_task_key = task_key THEN lead_seq END AS next_seq,
+           CASE WHEN lead_task_key = task_key THEN lead_us END AS next_us,
+           CASE WHEN lead_task_key = task_key THEN lead_at END AS next_at
+    FROM ordered
 ),
 save_requests AS (
     SELECT r.seq, r.id, r.task_id, r.task_key, r.grace_period_ms, r.created_us, r.created_at,
