@@ -1050,12 +1050,15 @@ fn conflicting_parent_fires_for_two_parents_and_not_for_one_parent_named_twice()
             "b_acc delegation.accepted 10:00:02 {}",
             bind("task_b", "task_p", "agent:worker")
         ),
+        // one event whose envelope and payload disagree names two parents
+        "c_sub task.submitted 10:00:01 task_c parent_task_id=task_p payload.parent_task_id=task_q",
+        "c_start task.started 10:00:02 task_c parent_task_id=task_p",
     ]);
     let r = audit(&l);
     no_rule_errors(&r);
     assert_eq!(
-        findings_of(&r, "lifecycle.conflicting_parent"),
-        vec![f("task_a", &["a_acc", "a_sub"])]
+        sorted(findings_of(&r, "lifecycle.conflicting_parent")),
+        vec![f("task_a", &["a_acc", "a_sub"]), f("task_c", &["c_sub"])]
     );
     let msg = &messages(&r, "lifecycle.conflicting_parent")[0];
     assert!(msg.contains("task_p") && msg.contains("task_q"), "{msg}");

@@ -18,20 +18,23 @@
 --   delegation event.
 WITH named AS (
     -- first-version events naming a parent for their task, in any place
-    SELECT task_id, task_key, env_parent_task_id, p_parent_task_id, parent_task_id, seq, id, created_us
+    -- (parent_task_id is set whenever one of the other two is)
+    SELECT task_id, task_key, env_parent_task_id, p_parent_task_id, parent_task_id, parent_key,
+           seq, id, created_us
     FROM ev
-    WHERE task_key IS NOT NULL
-      AND (env_parent_task_id IS NOT NULL OR p_parent_task_id IS NOT NULL
-           OR parent_task_id IS NOT NULL)
+    WHERE task_key IS NOT NULL AND parent_key IS NOT NULL
 ),
 conflicted AS (
-    -- tasks whose parent values are not all equal, in one cheap aggregate
-    -- (min/max skip nulls); only these go on to the (costly) ordered lists
+    -- tasks whose parent values are not all equal, in one cheap aggregate;
+    -- only these go on to the (costly) ordered lists. parent_task_id is the
+    -- envelope's value, else the payload's, so an event adds a second value
+    -- of its own only when both are set and differ; otherwise the values
+    -- differ across events, as their keys (01_ev.sql) do
     SELECT task_key
     FROM named
     GROUP BY task_key
-    HAVING least(min(env_parent_task_id), min(p_parent_task_id), min(parent_task_id))
-        <> greatest(max(env_parent_task_id), max(p_parent_task_id), max(parent_task_id))
+    HAVING min(parent_key) <> max(parent_key)
+        OR coalesce(bool_or(env_parent_task_id <> p_parent_task_id), false)
 ),
 parent_values AS (
     -- the envelope, payload and resolved (ingest) link values of those tasks;
