@@ -150,7 +150,7 @@ pub async fn audit_ingested(
     // `ev` as a table indexed by event type, with integer task keys,
     // unless a user view replaced it.
     let mut catalog = catalog.clone();
-    if catalog.take_embedded_view("ev").is_some() {
+    if catalog.remove_embedded_view("ev") {
         let started = std::time::Instant::now();
         let table = rules::ev_table::EvTable::new(&ctx, &ingested.events)?;
         crate::progress::timing("view", "ev (indexed)", started);

@@ -64,15 +64,20 @@ impl Catalog {
         }
     }
 
-    /// Take out the view `name` if it is still the embedded one (not
-    /// replaced from a user directory), for a caller that registers its own
-    /// table of the same meaning.
-    pub fn take_embedded_view(&mut self, name: &str) -> Option<View> {
-        let at = self.views.iter().position(|v| v.name == name)?;
+    /// Remove the view `name` if it is still the embedded one (not replaced
+    /// from a user directory), for a caller that registers its own table of
+    /// the same meaning; whether it did.
+    pub fn remove_embedded_view(&mut self, name: &str) -> bool {
+        let Some(at) = self.views.iter().position(|v| v.name == name) else {
+            return false;
+        };
         let embedded = embedded::VIEWS
             .iter()
             .any(|(file, text)| *file == self.views[at].file && *text == self.views[at].sql);
-        embedded.then(|| self.views.remove(at))
+        if embedded {
+            self.views.remove(at);
+        }
+        embedded
     }
 
     /// Add a user directory: `*.sql` files are rules, except those under a

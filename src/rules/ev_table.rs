@@ -18,7 +18,7 @@ use crate::ingest::schema::{EVENTS, events_col};
 use async_trait::async_trait;
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, DictionaryArray, Int32Array, RecordBatch, RecordBatchOptions,
-    StringArray, UInt32Array, UInt32Builder,
+    StringArray, UInt32Array,
 };
 use datafusion::arrow::compute::take;
 use datafusion::arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef};
@@ -177,8 +177,7 @@ struct TypeIndex {
 
 impl TypeIndex {
     fn new(batches: &[RecordBatch]) -> TypeIndex {
-        let mut ids: foldhash::HashMap<&str, usize> = Default::default();
-        let mut names: Vec<&str> = Vec::new();
+        let mut numbering = Numbering::default();
         let mut rows: Vec<Vec<Vec<u32>>> = Vec::with_capacity(batches.len());
         let mut codes = Vec::with_capacity(batches.len());
         for batch in batches {
@@ -186,23 +185,10 @@ impl TypeIndex {
             let versions = batch
                 .column(events_col("version"))
                 .as_primitive::<Int32Type>();
-            let mut per_type: Vec<Vec<u32>> = vec![Vec::new(); names.len()];
+            let mut per_type: Vec<Vec<u32>> = vec![Vec::new(); numbering.names.len()];
             let mut batch_codes = Vec::with_capacity(batch.num_rows());
-            // Runs of one type are common: look the name up once per run.
-            let mut last: Option<(&str, usize)> = None;
             for row in 0..batch.num_rows() {
-                let name = types.value(row);
-                let id = match last {
-                    Some((n, id)) if n == name => id,
-                    _ => {
-                        let id = *ids.entry(name).or_insert_with(|| {
-                            names.push(name);
-                            names.len() - 1
-                        });
-                        last = Some((name, id));
-                        id
-                    }
-                };
+                let id = numbering.code(types.value(row)) as usize;
                 batch_codes.push(id as i32);
                 if versions.is_null(row) || versions.value(row) != 1 {
                     continue;
@@ -215,18 +201,46 @@ impl TypeIndex {
             rows.push(per_type);
             codes.push(batch_codes);
         }
-        let mut counts = vec![0; names.len()];
+        let mut counts = vec![0; numbering.names.len()];
         for per_type in &rows {
             for (id, r) in per_type.iter().enumerate() {
                 counts[id] += r.len();
             }
         }
         TypeIndex {
-            types: Arc::new(StringArray::from(names)),
+            types: Arc::new(StringArray::from(numbering.names)),
             rows,
             counts,
             codes,
         }
+    }
+}
+
+/// Distinct strings numbered 0, 1, ... in order of first appearance.
+#[derive(Default)]
+struct Numbering<'a> {
+    codes: foldhash::HashMap<&'a str, u32>,
+    /// The strings, by code.
+    names: Vec<&'a str>,
+    /// Runs of one string are common (a task's events, a type's): the last
+    /// one is looked up once per run.
+    last: Option<(&'a str, u32)>,
+}
+
+impl<'a> Numbering<'a> {
+    fn code(&mut self, s: &'a str) -> u32 {
+        if let Some((last, code)) = self.last
+            && last == s
+        {
+            return code;
+        }
+        let next = self.names.len() as u32;
+        let code = *self.codes.entry(s).or_insert(next);
+        if code == next {
+            self.names.push(s);
+        }
+        self.last = Some((s, code));
+        code
     }
 }
 
@@ -256,31 +270,16 @@ fn first_versions(batches: &[RecordBatch]) -> Vec<RecordBatch> {
 /// Per batch, the codes of its `task_id` and `parent_task_id`: one
 /// numbering for both columns, in order of first appearance; null for null.
 fn task_keys(batches: &[RecordBatch]) -> Vec<[ArrayRef; 2]> {
-    let mut codes: foldhash::HashMap<&str, u32> = Default::default();
+    let mut numbering = Numbering::default();
     let mut keyed = Vec::with_capacity(batches.len());
     for batch in batches {
         let pair = ["task_id", "parent_task_id"].map(|name| {
             let ids = batch.column(events_col(name)).as_string::<i32>();
-            let mut keys = UInt32Builder::with_capacity(ids.len());
-            // Runs of one task are common: look the id up once per run.
-            let mut last: Option<(&str, u32)> = None;
-            for id in ids.iter() {
-                let Some(id) = id else {
-                    keys.append_null();
-                    continue;
-                };
-                let key = match last {
-                    Some((l, key)) if l == id => key,
-                    _ => {
-                        let next = codes.len() as u32;
-                        let key = *codes.entry(id).or_insert(next);
-                        last = Some((id, key));
-                        key
-                    }
-                };
-                keys.append_value(key);
-            }
-            Arc::new(keys.finish()) as ArrayRef
+            let keys: UInt32Array = ids
+                .iter()
+                .map(|id| id.map(|id| numbering.code(id)))
+                .collect();
+            Arc::new(keys) as ArrayRef
         });
         keyed.push(pair);
     }

@@ -241,8 +241,9 @@ impl Dependencies {
 }
 
 /// How many views and rules run concurrently: one more than the cores, at
-/// least 3 (each query runs on one core; 2, 3 and 4 measured the same on 2
-/// cores, benches/README.md), or `HVAUDIT_RULES_AT_ONCE` for measuring others.
+/// least 3 (each query runs on one core; on 2 cores 3 measured best, 2 and
+/// 4 slower, benches/README.md), or `HVAUDIT_RULES_AT_ONCE` for measuring
+/// others.
 fn jobs_at_once() -> usize {
     std::env::var("HVAUDIT_RULES_AT_ONCE")
         .ok()
