@@ -6,7 +6,7 @@ use crate::findings::Findings;
 use crate::ingest::inputs::InputError;
 use crate::ingest::{IngestOptions, Ingested, ingest};
 use crate::rules::{
-    self,
+    self, Materialize,
     catalog::{Catalog, FileError},
 };
 use chrono::{DateTime, Utc};
@@ -158,18 +158,20 @@ pub async fn audit_ingested(
     }
     let mut inputs = ingested.inputs.clone();
     inputs.extend(ingested.skipped.iter().map(skipped_input));
-    audit_session(cfg, &catalog, &ctx, inputs, true).await
+    audit_session(cfg, &catalog, &ctx, inputs, &Materialize::InMemory).await
 }
 
 /// Run the rules over `convert`'s Parquet where it lies: every query scans
 /// the files and nothing is loaded up front. The engine's memory limit
 /// bounds the query operators; the materialized views (per task, token or
-/// lifecycle event) are held outside it, smaller than the events.
+/// lifecycle event) are written as Parquet beside the spill files.
 pub async fn audit_in_place(cfg: &AuditConfig, catalog: &Catalog) -> Result<Report, AuditError> {
     let usage = |e: anyhow::Error| AuditError::Usage(format!("{e:#}"));
     let files = crate::ingest::in_place::scan_inputs(&cfg.inputs).map_err(usage)?;
     let ctx = engine::session(&cfg.rule_engine_options())?;
-    audit_files(cfg, catalog, &ctx, &files, true).await
+    let dir = cfg.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let views = Materialize::OnDisk(Arc::new(rules::ViewFiles::in_dir(dir)));
+    audit_files(cfg, catalog, &ctx, &files, &views).await
 }
 
 /// Register `convert`'s files found by `scan_inputs` in `ctx` and audit them.
@@ -178,7 +180,7 @@ async fn audit_files(
     catalog: &Catalog,
     ctx: &SessionContext,
     files: &crate::ingest::in_place::ParquetInputs,
-    materialize: bool,
+    materialize: &Materialize,
 ) -> Result<Report, AuditError> {
     crate::ingest::in_place::register_tables(ctx, files).await?;
     let mut inputs = files.inputs.clone();
@@ -198,7 +200,7 @@ pub async fn audit_cluster(
     crate::cluster::scheduler_address(url).map_err(AuditError::Usage)?;
     let files = crate::cluster::scan_inputs(&cfg.inputs).map_err(usage)?;
     let ctx = crate::cluster::connect(url).await.map_err(usage)?;
-    audit_files(cfg, catalog, &ctx, &files, false).await
+    audit_files(cfg, catalog, &ctx, &files, &Materialize::Never).await
 }
 
 fn skipped_input(s: &crate::ingest::inputs::Skipped) -> InputSummary {
@@ -217,7 +219,7 @@ async fn audit_session(
     catalog: &Catalog,
     ctx: &SessionContext,
     inputs: Vec<InputSummary>,
-    materialize: bool,
+    materialize: &Materialize,
 ) -> Result<Report, AuditError> {
     engine::register_settings(ctx, &cfg.rule_settings())?;
     let bar = crate::progress::rules_bar(cfg.progress, catalog.rules.len());

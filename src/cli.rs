@@ -121,8 +121,9 @@ pub struct InputArgs {
     /// Memory for the query engine (e.g. 2G); beyond it, it spills to disk.
     #[arg(long, value_parser = parse_size)]
     pub memory_limit: Option<u64>,
-    /// Directory for spill files (default: the system temp directory).
-    #[arg(long, value_name = "DIR")]
+    /// Directory for spill files and, with --in-place, the computed views
+    /// (default: the system temp directory).
+    #[arg(long, value_name = "DIR", value_parser = existing_dir)]
     pub spill_dir: Option<PathBuf>,
 }
 
@@ -318,6 +319,18 @@ pub enum SqlFormat {
 }
 
 /// Sizes like 512K, 16M, 2G, 1.5G or a plain byte count.
+/// A directory that exists, checked before any input is read.
+fn existing_dir(s: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(s);
+    if path.is_dir() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "{s:?} is not a directory; create it or choose another"
+        ))
+    }
+}
+
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t

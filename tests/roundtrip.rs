@@ -145,9 +145,25 @@ fn in_place_audit_and_sql_answer_what_the_loaded_ones_answer() {
     let out = dir.path().join("parquet");
     convert(&log, &out);
     let loaded = audit_json(&out, &[]);
-    let in_place = audit_json(&out, &["--in-place", "--memory-limit", "256M"]);
+    // The views an in-place audit computes go to the spill directory as
+    // temp files, gone when it ends.
+    let spill = dir.path().join("spill");
+    std::fs::create_dir(&spill).unwrap();
+    let spill_arg = spill.to_str().unwrap();
+    let in_place = audit_json(
+        &out,
+        &[
+            "--in-place",
+            "--memory-limit",
+            "256M",
+            "--spill-dir",
+            spill_arg,
+        ],
+    );
     assert!(loaded.contains("\"rule\""), "the log has findings");
     assert_eq!(loaded, in_place);
+    let left: Vec<_> = std::fs::read_dir(&spill).unwrap().collect();
+    assert!(left.is_empty(), "left in the spill directory: {left:?}");
     // Ad hoc SQL too, over the tables and the shared views.
     let query = "SELECT count(*) AS n, sum(redeliveries) AS r FROM events; \
                  SELECT count(*) AS tasks FROM tasks; SELECT count(*) AS bad FROM bad_lines";
@@ -172,6 +188,16 @@ fn in_place_audit_and_sql_answer_what_the_loaded_ones_answer() {
         assert_eq!(output.status.code(), Some(2), "{output:?}");
         assert!(String::from_utf8_lossy(&output.stderr).contains("hvaudit convert"));
     }
+    // A spill directory that does not exist is a usage error up front.
+    let output = Command::cargo_bin("hvaudit")
+        .unwrap()
+        .args(["audit", "-q", "--in-place", "--spill-dir"])
+        .arg(dir.path().join("missing"))
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("is not a directory"));
 }
 
 /// Logs larger than memory are audited in place under `--memory-limit`, so

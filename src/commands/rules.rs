@@ -72,7 +72,7 @@ fn lint(dir: &std::path::Path) -> anyhow::Result<u8> {
         engine::register_tables(&ctx, &empty)?;
         engine::register_settings(&ctx, &RuleSettings::default())?;
         let mut failed = 0;
-        for (file, e) in rules::register_views(&ctx, &c, true).await {
+        for (file, e) in rules::register_views(&ctx, &c, &rules::Materialize::InMemory).await {
             println!("error: view {file}: {e}");
             failed += 1;
         }

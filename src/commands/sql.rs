@@ -51,7 +51,7 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
         // The rules' shared views (tasks, ...) are handy for exploration too;
         // as plain views they cost nothing until a query reads them.
         if let Ok(catalog) = Catalog::embedded() {
-            rules::register_views(&ctx, &catalog, false).await;
+            rules::register_views(&ctx, &catalog, &rules::Materialize::Never).await;
         }
         match script {
             Some(s) => {
