@@ -6,6 +6,7 @@ pub mod in_place;
 pub mod inputs;
 pub mod ndjson;
 pub mod normalize;
+mod number_column;
 pub mod parquet;
 pub mod payload;
 pub mod payload_schema;

@@ -1,16 +1,18 @@
 //! One normalized event row and the Arrow builders that collect rows into
 //! `events` record batches (columns in the order of `schema::EVENTS`).
 
-use super::schema::EVENTS;
+use super::number_column::NumberColumn;
+use super::schema::{EVENTS, events_col};
 use super::text_column::{DROPPED, TextColumn};
 use datafusion::arrow::array::{
-    Array, ArrayData, ArrayRef, AsArray, BooleanArray, BooleanBuilder, Float64Builder,
-    Int32Builder, Int64Array, Int64Builder, StringArray, TimestampMicrosecondBuilder, make_array,
+    Array, ArrayData, ArrayRef, AsArray, BooleanArray, BooleanBuilder, Int32Array, Int64Array,
+    StringArray, TimestampMicrosecondArray, make_array,
 };
-use datafusion::arrow::buffer::{Buffer, MutableBuffer};
+use datafusion::arrow::buffer::{Buffer, MutableBuffer, ScalarBuffer};
 use datafusion::arrow::compute::FilterBuilder;
-use datafusion::arrow::datatypes::DataType;
-use datafusion::arrow::datatypes::TimestampMicrosecondType;
+use datafusion::arrow::datatypes::{
+    DataType, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType,
+};
 use datafusion::arrow::record_batch::RecordBatch;
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -83,34 +85,30 @@ pub struct Row<'a> {
 }
 
 /// Column builders for `events`; one per worker chunk. Columns are grouped
-/// by type; the `*_COLS` lists give each group's schema order (a unit test
-/// checks them against `schema::EVENTS`).
+/// by type; the `*_COLS` lists give each group's schema order (finishing
+/// looks every `schema::EVENTS` column up by name among them).
 pub struct EventBuilders {
     src_file: Arc<str>,
-    ints: Vec<Int64Builder>,
+    /// `seq` and `src_line`, in every row.
+    lines: [Vec<i64>; 2],
+    /// `created_at` (and `created_us`, which shares its values).
+    created_us: Vec<i64>,
+    ints: [NumberColumn<Int64Type>; INT_COLS.len()],
+    times: [NumberColumn<TimestampMicrosecondType>; TIME_COLS.len()],
+    floats: [NumberColumn<Float64Type>; FLOAT_COLS.len()],
+    evidence_len: NumberColumn<Int32Type>,
     strs: Vec<TextColumn>,
     extra: TextColumn,
-    times: Vec<TimestampMicrosecondBuilder>,
-    floats: Vec<Float64Builder>,
-    version: Int32Builder,
-    evidence_len: Int32Builder,
     token_structured: BooleanBuilder,
     rows: usize,
     /// Size of the text the rows come from (0 when not known).
     input_bytes: usize,
 }
 
-/// `created_us` has no builder: it shares `created_at`'s values.
-const INT_COLS: [&str; 6] = [
-    "seq",
-    "src_line",
-    "redeliveries",
-    "delivery_sequence",
-    "stale_after_ms",
-    "grace_period_ms",
-];
-const TIME_COLS: [&str; 8] = [
-    "created_at",
+const LINE_COLS: [&str; 2] = ["seq", "src_line"];
+/// Numeric columns empty in most rows, collected sparsely.
+const INT_COLS: [&str; 3] = ["delivery_sequence", "stale_after_ms", "grace_period_ms"];
+const TIME_COLS: [&str; 7] = [
     "expires_at",
     "valid_from",
     "valid_until",
@@ -238,7 +236,12 @@ impl EventBuilders {
     ) -> Self {
         EventBuilders {
             src_file,
-            ints: INT_COLS.map(|_| Int64Builder::with_capacity(cap)).into(),
+            lines: [Vec::with_capacity(cap), Vec::with_capacity(cap)],
+            created_us: Vec::with_capacity(cap),
+            ints: Default::default(),
+            times: Default::default(),
+            floats: Default::default(),
+            evidence_len: NumberColumn::default(),
             strs: (0..STR_COLS.len())
                 .map(|i| {
                     let (values, bytes) = text(i);
@@ -246,14 +249,6 @@ impl EventBuilders {
                 })
                 .collect(),
             extra: TextColumn::default(),
-            times: TIME_COLS
-                .map(|_| TimestampMicrosecondBuilder::with_capacity(cap))
-                .into(),
-            floats: FLOAT_COLS
-                .map(|_| Float64Builder::with_capacity(cap))
-                .into(),
-            version: Int32Builder::with_capacity(cap),
-            evidence_len: Int32Builder::with_capacity(cap),
             token_structured: BooleanBuilder::with_capacity(cap),
             rows: 0,
             input_bytes,
@@ -279,20 +274,16 @@ impl EventBuilders {
     }
 
     pub fn push(&mut self, r: &Row<'_>) {
+        let row = u32::try_from(self.rows).expect("a chunk has fewer than 2^32 rows");
         let c = r.token.as_ref();
-        let ints = [
-            Some(r.seq),
-            Some(r.src_line),
-            Some(0),
-            r.delivery_sequence,
-            r.stale_after_ms,
-            r.grace_period_ms,
-        ];
-        for (b, v) in self.ints.iter_mut().zip(ints) {
-            b.append_option(v);
+        self.lines[0].push(r.seq);
+        self.lines[1].push(r.src_line);
+        self.created_us.push(r.created_us);
+        let ints = [r.delivery_sequence, r.stale_after_ms, r.grace_period_ms];
+        for (column, value) in self.ints.iter_mut().zip(ints) {
+            column.push(row, value);
         }
         let times = [
-            Some(r.created_us),
             r.expires_us,
             r.valid_from_us,
             r.valid_until_us,
@@ -301,13 +292,12 @@ impl EventBuilders {
             c.and_then(|c| c.iat_us),
             c.and_then(|c| c.exp_us),
         ];
-        for (b, v) in self.times.iter_mut().zip(times) {
-            b.append_option(v);
+        for (column, value) in self.times.iter_mut().zip(times) {
+            column.push(row, value);
         }
-        self.floats[0].append_option(r.confidence);
-        self.floats[1].append_option(r.attestation_count);
-        self.version.append_value(1);
-        self.evidence_len.append_option(r.evidence_len);
+        self.floats[0].push(row, r.confidence);
+        self.floats[1].push(row, r.attestation_count);
+        self.evidence_len.push(row, r.evidence_len);
         self.token_structured.append_option(r.token_structured);
         let strs: [Option<&str>; 50] = [
             Some(r.dialect),
@@ -361,7 +351,6 @@ impl EventBuilders {
             r.delivery.as_deref(),
             r.evidence_chain.as_deref(),
         ];
-        let row = u32::try_from(self.rows).expect("a chunk has fewer than 2^32 rows");
         for (column, value) in self.strs.iter_mut().zip(strs) {
             if let Some(value) = value {
                 column.push(row, value);
@@ -394,6 +383,10 @@ impl EventBuilders {
             for column in self.strs.iter_mut().chain([&mut self.extra]) {
                 column.retain(&renumber);
             }
+            self.ints.iter_mut().for_each(|c| c.retain(&renumber));
+            self.times.iter_mut().for_each(|c| c.retain(&renumber));
+            self.floats.iter_mut().for_each(|c| c.retain(&renumber));
+            self.evidence_len.retain(&renumber);
             filter = Some(FilterBuilder::new(&BooleanArray::from(keep.to_vec())).build());
         }
         let kept = |array: ArrayRef| -> ArrayRef {
@@ -402,34 +395,54 @@ impl EventBuilders {
                 None => array,
             }
         };
+        // Sparse columns were renumbered above; the kept rows are 0..n. Every
+        // empty column of the batch lays out over this one buffer.
+        let zeros = zeros_for(n);
+        let type_of = |name: &str| EVENTS.field(events_col(name)).data_type().clone();
+        let sparse = |name: &str, array: Option<ArrayRef>| -> ArrayRef {
+            let data_type = type_of(name);
+            array
+                .or_else(|| all_null(&data_type, n, &zeros))
+                .expect("numeric columns have an all-null layout")
+        };
         let mut named: Vec<(&str, ArrayRef)> = Vec::with_capacity(EVENTS.fields().len());
-        for (name, b) in INT_COLS.iter().zip(self.ints.iter_mut()) {
-            named.push((name, kept(Arc::new(b.finish()))));
+        for (name, values) in LINE_COLS.iter().zip(std::mem::take(&mut self.lines)) {
+            named.push((name, kept(Arc::new(Int64Array::from(values)))));
         }
-        for (name, b) in TIME_COLS.iter().zip(self.times.iter_mut()) {
-            named.push((name, kept(Arc::new(b.finish().with_timezone("UTC")))));
-        }
-        let created_at = named.iter().find(|(name, _)| *name == "created_at");
-        let created_at = created_at
-            .expect("a created_at column")
-            .1
-            .as_primitive::<TimestampMicrosecondType>();
+        let created_us = kept(Arc::new(Int64Array::from(std::mem::take(
+            &mut self.created_us,
+        ))));
+        let created_us = created_us.as_primitive::<Int64Type>().values().clone();
         named.push((
-            "created_us",
+            "created_at",
+            Arc::new(TimestampMicrosecondArray::new(created_us.clone(), None).with_timezone("UTC")),
+        ));
+        named.push(("created_us", Arc::new(Int64Array::new(created_us, None))));
+        // Counted when redeliveries are collapsed; numbered versions too.
+        named.push((
+            "redeliveries",
             Arc::new(Int64Array::new(
-                created_at.values().clone(),
-                created_at.nulls().cloned(),
+                ScalarBuffer::new(zeros.clone(), 0, n),
+                None,
             )),
         ));
-        for (name, b) in FLOAT_COLS.iter().zip(self.floats.iter_mut()) {
-            named.push((name, kept(Arc::new(b.finish()))));
+        named.push(("version", Arc::new(Int32Array::from_value(1, n))));
+        for (name, column) in INT_COLS.iter().zip(std::mem::take(&mut self.ints)) {
+            named.push((name, sparse(name, column.finish(n, &type_of(name)))));
         }
+        for (name, column) in TIME_COLS.iter().zip(std::mem::take(&mut self.times)) {
+            named.push((name, sparse(name, column.finish(n, &type_of(name)))));
+        }
+        for (name, column) in FLOAT_COLS.iter().zip(std::mem::take(&mut self.floats)) {
+            named.push((name, sparse(name, column.finish(n, &type_of(name)))));
+        }
+        let evidence_len = std::mem::take(&mut self.evidence_len);
+        let evidence_len = evidence_len.finish(n, &type_of("evidence_len"));
+        named.push(("evidence_len", sparse("evidence_len", evidence_len)));
         for (name, column) in STR_COLS.iter().zip(std::mem::take(&mut self.strs)) {
             named.push((name, column.finish(n)));
         }
         named.push(("extra", std::mem::take(&mut self.extra).finish(n)));
-        named.push(("version", kept(Arc::new(self.version.finish()))));
-        named.push(("evidence_len", kept(Arc::new(self.evidence_len.finish()))));
         named.push((
             "token_structured",
             kept(Arc::new(self.token_structured.finish())),
