@@ -1,5 +1,6 @@
 //! Ingest: inputs -> normalized Arrow tables `events`, `evidence`, `bad_lines`.
 
+mod category_column;
 pub mod dedup;
 pub mod evidence;
 pub mod in_place;

@@ -9,8 +9,11 @@ use super::inputs::{Format, Input};
 use super::ndjson::{self, BadLine, Chunk, ParsedChunk, seq_of};
 use super::normalize::NormalizeOptions;
 use super::row::{ChunkShape, all_null, share_empty_columns, zeros_for};
-use super::schema::{BAD_LINES, EVENTS, EVIDENCE, LAYOUT_KEY, LAYOUT_VERSION};
+use super::schema::{
+    BAD_LINES, EVENTS, EVENTS_V1, EVIDENCE, LAYOUT_KEY, LAYOUT_V1, LAYOUT_VERSION,
+};
 use datafusion::arrow::array::{Array, Int64Array, StringArray};
+use datafusion::arrow::compute::cast;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::parquet::arrow::ProjectionMask;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -76,9 +79,14 @@ fn own_table(
             .and_then(|kv| kv.value.clone())
     };
     let fields = builder.schema().fields();
+    // Layout 1 differs in the events table only (read as layout 2).
+    let events = match get(LAYOUT_KEY).as_deref() {
+        Some(LAYOUT_VERSION) => EVENTS.fields(),
+        Some(LAYOUT_V1) => EVENTS_V1.fields(),
+        _ => return (None, get(RUN_KEY)),
+    };
     let table = match get(TABLE_KEY).as_deref() {
-        _ if get(LAYOUT_KEY).as_deref() != Some(LAYOUT_VERSION) => None,
-        Some("events") if fields == EVENTS.fields() => Some(OwnTable::Events),
+        Some("events") if fields == events => Some(OwnTable::Events),
         Some("bad_lines") if fields == BAD_LINES.fields() => Some(OwnTable::BadLines),
         Some("evidence") if fields == EVIDENCE.fields() => Some(OwnTable::Evidence),
         _ => None,
@@ -262,12 +270,14 @@ fn empty_columns(builder: &ParquetRecordBatchReaderBuilder<File>, groups: &[usiz
         .collect()
 }
 
-/// A batch read without the `empty` columns, with them put back as nulls.
+/// A batch read without the `empty` columns, with them put back as nulls,
+/// and a layout 1 batch's text columns cast to layout 2's categories.
 fn with_empty_columns(
     batch: RecordBatch,
     empty: &[bool],
 ) -> Result<RecordBatch, datafusion::arrow::error::ArrowError> {
-    if !empty.contains(&true) {
+    let current = batch.schema().fields() == EVENTS.fields();
+    if empty.is_empty() || (!empty.contains(&true) && current) {
         return Ok(batch);
     }
     let n = batch.num_rows();
@@ -281,7 +291,12 @@ fn with_empty_columns(
             let column = if skipped {
                 all_null(field.data_type(), n, &zeros)
             } else {
-                read.next().cloned()
+                match read.next() {
+                    Some(c) if c.data_type() != field.data_type() => {
+                        Some(cast(c, field.data_type())?)
+                    }
+                    other => other.cloned(),
+                }
             };
             column.ok_or_else(|| {
                 datafusion::arrow::error::ArrowError::SchemaError(format!(

@@ -5,9 +5,23 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit}
 use std::sync::{Arc, LazyLock};
 
 /// Version of the normalized layout, stored in Parquet metadata by `convert`
-/// so that reading it back can trust the columns as they are.
-pub const LAYOUT_VERSION: &str = "1";
+/// so that reading it back can trust the columns as they are. Layout 2
+/// dictionary-encodes the columns with few distinct values.
+pub const LAYOUT_VERSION: &str = "2";
+/// Layout 1 held those columns as plain text; its files are still read.
+pub const LAYOUT_V1: &str = "1";
 pub const LAYOUT_KEY: &str = "hvaudit.layout";
+
+/// Text with few distinct values (a file, a type, an agent), held as codes
+/// into the distinct values: a number per row instead of a string, in
+/// memory and in every comparison, hash and copy.
+pub fn category_type() -> DataType {
+    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
+}
+
+fn category(name: &str, nullable: bool) -> Field {
+    Field::new(name, category_type(), nullable)
+}
 
 fn ts() -> DataType {
     // Microseconds: nanoseconds cannot hold years 0001 or 9999.
@@ -23,20 +37,20 @@ pub static EVENTS: LazyLock<SchemaRef> = LazyLock::new(|| {
     Arc::new(Schema::new(vec![
         // provenance and order
         Field::new("seq", DataType::Int64, false),
-        Field::new("src_file", DataType::Utf8, false),
+        category("src_file", false),
         Field::new("src_line", DataType::Int64, false),
         Field::new("redeliveries", DataType::Int64, false),
         // 1 for the earliest content under an id (created_at, then input
         // order), 2.. for the other, different contents
         Field::new("version", DataType::Int32, false),
         // envelope
-        Field::new("dialect", DataType::Utf8, false),
+        category("dialect", false),
         s("spec_version"),
         s("aep_version"),
         Field::new("id", DataType::Utf8, false),
-        Field::new("type", DataType::Utf8, false),
-        Field::new("source", DataType::Utf8, false),
-        s("target"),
+        category("type", false),
+        category("source", false),
+        category("target", true),
         s("topic"),
         s("session_id"),
         s("conversation_id"),
@@ -107,6 +121,19 @@ pub static EVENTS: LazyLock<SchemaRef> = LazyLock::new(|| {
         // unknown top-level fields as one JSON object (tenant_id, actor_id, ...)
         s("extra"),
     ]))
+});
+
+/// `events` as layout 1 wrote it: the category columns as plain text.
+pub static EVENTS_V1: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let fields: Vec<Field> = EVENTS
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Dictionary(_, _) => f.as_ref().clone().with_data_type(DataType::Utf8),
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    Arc::new(Schema::new(fields))
 });
 
 /// `evidence`: evidence_chain exploded, one row per entry.

@@ -11,10 +11,11 @@
 //! codes of `task_id` and `parent_task_id` (one numbering for both), so
 //! that the views group, sort and join tasks on integers, not text. The
 //! plain view's keys are the ids themselves; the rules only compare keys.
-//! And `type` is dictionary-encoded: the filters on it that remain (in
-//! scans of most rows) compare a few names, not every row's.
+//! And `type` has one dictionary over all batches (each batch of `events`
+//! has its own): the filters on it that remain (in scans of most rows)
+//! compare a few names, not every row's.
 
-use crate::ingest::schema::{EVENTS, events_col};
+use crate::ingest::schema::{EVENTS, category_type, events_col};
 use async_trait::async_trait;
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, DictionaryArray, Int32Array, RecordBatch, RecordBatchOptions,
@@ -72,7 +73,7 @@ impl EvTable {
             .map_or_else(|| EVENTS.clone(), |b| b.schema());
         let type_col = events_col("type");
         let mut fields = base.fields().to_vec();
-        fields[type_col] = Arc::new(Field::new("type", type_dictionary(), false));
+        fields[type_col] = Arc::new(Field::new("type", category_type(), false));
         for name in ["task_key", "parent_key"] {
             fields.push(Arc::new(Field::new(name, DataType::UInt32, true)));
         }
@@ -111,7 +112,7 @@ impl EvTable {
         // Each name once, typed as the table's column is.
         let schema = Arc::new(Schema::new(vec![Field::new(
             "type",
-            type_dictionary(),
+            category_type(),
             false,
         )]));
         let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
@@ -159,12 +160,6 @@ impl EvTable {
     }
 }
 
-/// `type` here: codes into the distinct names, so that filtering, hashing and
-/// copying it costs a number per row, not a string.
-fn type_dictionary() -> DataType {
-    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
-}
-
 /// Where each event type's first-version rows are, and every row's type as
 /// a code into the distinct names.
 struct TypeIndex {
@@ -181,14 +176,21 @@ impl TypeIndex {
         let mut rows: Vec<Vec<Vec<u32>>> = Vec::with_capacity(batches.len());
         let mut codes = Vec::with_capacity(batches.len());
         for batch in batches {
-            let types = batch.column(events_col("type")).as_string::<i32>();
+            // Each batch's own codes, renumbered into one list of names.
+            let types = batch
+                .column(events_col("type"))
+                .as_dictionary::<Int32Type>();
+            let names = types.values().as_string::<i32>();
+            let local: Vec<u32> = (0..names.len())
+                .map(|i| numbering.code(names.value(i)))
+                .collect();
             let versions = batch
                 .column(events_col("version"))
                 .as_primitive::<Int32Type>();
             let mut per_type: Vec<Vec<u32>> = vec![Vec::new(); numbering.names.len()];
             let mut batch_codes = Vec::with_capacity(batch.num_rows());
-            for row in 0..batch.num_rows() {
-                let id = numbering.code(types.value(row)) as usize;
+            for (row, &key) in types.keys().values().iter().enumerate() {
+                let id = local[key as usize] as usize;
                 batch_codes.push(id as i32);
                 if versions.is_null(row) || versions.value(row) != 1 {
                     continue;
