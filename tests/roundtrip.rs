@@ -305,7 +305,10 @@ fn parquet_of_layout_1_gives_the_same_report() {
         let mut report: serde_json::Value = serde_json::from_str(&audit_json(path, extra)).unwrap();
         // The rewritten files differ in size, and so in bytes read.
         report.as_object_mut().unwrap().remove("inputs");
-        report["accounting"].as_object_mut().unwrap().remove("bytes");
+        report["accounting"]
+            .as_object_mut()
+            .unwrap()
+            .remove("bytes");
         report
     };
     let expected = report(&current, &[]);
