@@ -4,6 +4,7 @@ Each measured command runs in its own child process; peak RSS comes from
 wait4's rusage of that child alone.
 """
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -79,8 +80,10 @@ def main():
         pq = os.path.join(work, f"synth-{size}-parquet")
         if not os.path.exists(log):
             subprocess.run([binary, "synth", "--size", size, "--seed", "1", "-o", log, "-q"], check=True)
-        if not os.path.exists(pq):
-            subprocess.run([binary, "convert", "-q", "-o", pq, log], check=True)
+        # Converted afresh: Parquet of an earlier binary may hold an older
+        # layout, which is read by a slower path.
+        shutil.rmtree(pq, ignore_errors=True)
+        subprocess.run([binary, "convert", "-q", "-o", pq, log], check=True)
         mb = os.path.getsize(log) / 1e6
         commands = {
             "hvaudit ingest (sql count)": [binary, "sql", "-q", "-e", "SELECT count(*) FROM events", log],
