@@ -138,7 +138,7 @@ fn without_locations(message: &str) -> String {
 fn is_event(line: &[u8]) -> bool {
     std::str::from_utf8(line)
         .ok()
-        .is_some_and(|t| parse_line(t, 0, 1, NormalizeOptions::default()).is_ok())
+        .is_some_and(|t| parse_line(t, 0, 1, NormalizeOptions::default(), |_| {}).is_ok())
 }
 
 /// Damage a line in one of the ways broken logs do.

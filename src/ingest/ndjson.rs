@@ -364,11 +364,8 @@ pub fn parse_chunk(
                 continue;
             }
         };
-        match parse_line(text, seq, this as i64, opts) {
-            Ok(p) => {
-                builders.push(&p.row);
-                keys.push((p.id_hash, p.content_hash));
-            }
+        match parse_line(text, seq, this as i64, opts, |row| builders.push(row)) {
+            Ok(p) => keys.push((p.id_hash, p.content_hash)),
             Err(r) => bad.push(reject(r.reason, r.id, r.type_)),
         }
     }
