@@ -318,7 +318,6 @@ pub enum SqlFormat {
     Ndjson,
 }
 
-/// Sizes like 512K, 16M, 2G, 1.5G or a plain byte count.
 /// A directory that exists, checked before any input is read.
 fn existing_dir(s: &str) -> Result<PathBuf, String> {
     let path = PathBuf::from(s);
@@ -331,6 +330,7 @@ fn existing_dir(s: &str) -> Result<PathBuf, String> {
     }
 }
 
+/// Sizes like 512K, 16M, 2G, 1.5G or a plain byte count.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t

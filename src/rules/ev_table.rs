@@ -73,7 +73,6 @@ impl EvTable {
             .map_or_else(|| EVENTS.clone(), |b| b.schema());
         let type_col = events_col("type");
         let mut fields = base.fields().to_vec();
-        fields[type_col] = Arc::new(Field::new("type", category_type(), false));
         for name in ["task_key", "parent_key"] {
             fields.push(Arc::new(Field::new(name, DataType::UInt32, true)));
         }

@@ -139,7 +139,12 @@ async fn write_view(
         writer.write(&batch?)?;
     }
     writer.close()?;
-    let path = temp.path().to_string_lossy().into_owned();
+    let path = temp.path().to_str().map(str::to_owned).ok_or_else(|| {
+        DataFusionError::Execution(format!(
+            "cannot read view {name} back from {}: the path is not UTF-8 (choose another --spill-dir)",
+            files.dir.display()
+        ))
+    })?;
     files
         .kept
         .lock()
