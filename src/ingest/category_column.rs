@@ -2,20 +2,16 @@
 //! codes into those values: each row costs a lookup, not a copy of its
 //! text, and the column is laid out as `schema::category_type`.
 
-use super::text_column::DROPPED;
-use datafusion::arrow::array::{
-    ArrayRef, BooleanBufferBuilder, DictionaryArray, Int32Array, StringArray,
-};
-use datafusion::arrow::buffer::{NullBuffer, ScalarBuffer};
+use super::number_column::SparseValues;
+use datafusion::arrow::array::{ArrayRef, DictionaryArray, Int32Array, StringArray};
+use datafusion::arrow::buffer::ScalarBuffer;
 use datafusion::arrow::datatypes::Int32Type;
 use std::sync::Arc;
 
 #[derive(Debug, Default)]
 pub struct CategoryColumn {
-    /// Row of each value, increasing.
-    rows: Vec<u32>,
     /// Each value's code: its index in `distinct`.
-    codes: Vec<i32>,
+    codes: SparseValues<i32>,
     distinct: Vec<Box<str>>,
     code_of: foldhash::HashMap<Box<str>, i32>,
     /// The last value's code: runs of one value are common.
@@ -25,7 +21,6 @@ pub struct CategoryColumn {
 impl CategoryColumn {
     /// Add `value` at `row`; rows come in increasing order.
     pub fn push(&mut self, row: u32, value: &str) {
-        debug_assert!(self.rows.last().is_none_or(|&last| last < row));
         let code = match self.last {
             Some(code) if *self.distinct[code as usize] == *value => code,
             _ => match self.code_of.get(value) {
@@ -39,48 +34,19 @@ impl CategoryColumn {
             },
         };
         self.last = Some(code);
-        self.rows.push(row);
-        self.codes.push(code);
+        self.codes.push(row, code);
     }
 
-    /// Keep only the values of rows that have a new number in `renumber`
-    /// (indexed by old row; [`DROPPED`] for a row that goes).
+    /// See [`SparseValues::retain`].
     pub fn retain(&mut self, renumber: &[u32]) {
-        let mut kept = 0;
-        for i in 0..self.rows.len() {
-            let row = renumber[self.rows[i] as usize];
-            if row != DROPPED {
-                self.rows[kept] = row;
-                self.codes[kept] = self.codes[i];
-                kept += 1;
-            }
-        }
-        self.rows.truncate(kept);
-        self.codes.truncate(kept);
+        self.codes.retain(renumber);
     }
 
     /// The column over `rows` rows; rows without a value are null.
     pub fn finish(self, rows: usize) -> ArrayRef {
-        let CategoryColumn {
-            rows: at,
-            codes,
-            distinct,
-            ..
-        } = self;
-        let (codes, nulls) = if at.len() == rows {
-            (codes, None)
-        } else {
-            let mut all = vec![0; rows];
-            let mut valid = BooleanBufferBuilder::new(rows);
-            valid.append_n(rows, false);
-            for (&row, &code) in at.iter().zip(&codes) {
-                all[row as usize] = code;
-                valid.set_bit(row as usize, true);
-            }
-            (all, Some(NullBuffer::new(valid.finish())))
-        };
+        let (codes, nulls) = self.codes.dense(rows);
         let keys = Int32Array::new(ScalarBuffer::from(codes), nulls);
-        let values = StringArray::from_iter_values(distinct.iter());
+        let values = StringArray::from_iter_values(self.distinct.iter());
         let array = DictionaryArray::<Int32Type>::try_new(keys, Arc::new(values))
             .expect("codes index values");
         Arc::new(array)
@@ -90,6 +56,7 @@ impl CategoryColumn {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ingest::text_column::DROPPED;
     use datafusion::arrow::array::{Array, AsArray};
 
     fn values(array: &ArrayRef) -> Vec<Option<&str>> {

@@ -8,34 +8,38 @@ use super::text_column::DROPPED;
 use datafusion::arrow::array::{
     ArrayRef, ArrowPrimitiveType, BooleanBufferBuilder, PrimitiveArray,
 };
-use datafusion::arrow::buffer::{Buffer, NullBuffer, ScalarBuffer};
+use datafusion::arrow::buffer::{NullBuffer, ScalarBuffer};
 use datafusion::arrow::datatypes::DataType;
 use std::sync::Arc;
 
+/// Values at some rows of a chunk, in row order: what a sparse column
+/// holds, whatever its values are (numbers here, category codes).
 #[derive(Debug)]
-pub struct NumberColumn<T: ArrowPrimitiveType> {
+pub struct SparseValues<T> {
     /// Row of each value, increasing.
     rows: Vec<u32>,
-    values: Vec<T::Native>,
+    values: Vec<T>,
 }
 
-impl<T: ArrowPrimitiveType> Default for NumberColumn<T> {
+impl<T> Default for SparseValues<T> {
     fn default() -> Self {
-        NumberColumn {
+        SparseValues {
             rows: Vec::new(),
             values: Vec::new(),
         }
     }
 }
 
-impl<T: ArrowPrimitiveType> NumberColumn<T> {
-    /// Add `value`, if there is one, at `row`; rows come in increasing order.
-    pub fn push(&mut self, row: u32, value: Option<T::Native>) {
-        if let Some(value) = value {
-            debug_assert!(self.rows.last().is_none_or(|&last| last < row));
-            self.rows.push(row);
-            self.values.push(value);
-        }
+impl<T: Copy + Default> SparseValues<T> {
+    /// Add `value` at `row`; rows come in increasing order.
+    pub fn push(&mut self, row: u32, value: T) {
+        debug_assert!(self.rows.last().is_none_or(|&last| last < row));
+        self.rows.push(row);
+        self.values.push(value);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
     }
 
     /// Keep only the values of rows that have a new number in `renumber`
@@ -54,23 +58,56 @@ impl<T: ArrowPrimitiveType> NumberColumn<T> {
         self.values.truncate(kept);
     }
 
-    /// The column over `rows` rows as `data_type` (a type of `T`'s native
-    /// values, e.g. a timestamp with its time zone); rows without a value
-    /// are null. Without any value it is None: the caller lays out a shared
-    /// all-null column.
-    pub fn finish(self, rows: usize, data_type: &DataType) -> Option<ArrayRef> {
-        if self.rows.is_empty() {
-            return None;
+    /// The values laid out over `rows` rows, with the validity of each row
+    /// (None when every row has a value); a row without one holds the
+    /// default.
+    pub fn dense(self, rows: usize) -> (Vec<T>, Option<NullBuffer>) {
+        if self.rows.len() == rows {
+            return (self.values, None);
         }
-        let mut values = vec![T::Native::default(); rows];
+        let mut values = vec![T::default(); rows];
         let mut valid = BooleanBufferBuilder::new(rows);
         valid.append_n(rows, false);
         for (&row, &value) in self.rows.iter().zip(&self.values) {
             values[row as usize] = value;
             valid.set_bit(row as usize, true);
         }
-        let values = ScalarBuffer::new(Buffer::from_vec(values), 0, rows);
-        let array = PrimitiveArray::<T>::new(values, Some(NullBuffer::new(valid.finish())))
+        (values, Some(NullBuffer::new(valid.finish())))
+    }
+}
+
+#[derive(Debug)]
+pub struct NumberColumn<T: ArrowPrimitiveType>(SparseValues<T::Native>);
+
+impl<T: ArrowPrimitiveType> Default for NumberColumn<T> {
+    fn default() -> Self {
+        NumberColumn(SparseValues::default())
+    }
+}
+
+impl<T: ArrowPrimitiveType> NumberColumn<T> {
+    /// Add `value`, if there is one, at `row`; rows come in increasing order.
+    pub fn push(&mut self, row: u32, value: Option<T::Native>) {
+        if let Some(value) = value {
+            self.0.push(row, value);
+        }
+    }
+
+    /// See [`SparseValues::retain`].
+    pub fn retain(&mut self, renumber: &[u32]) {
+        self.0.retain(renumber);
+    }
+
+    /// The column over `rows` rows as `data_type` (a type of `T`'s native
+    /// values, e.g. a timestamp with its time zone); rows without a value
+    /// are null. Without any value it is None: the caller lays out a shared
+    /// all-null column.
+    pub fn finish(self, rows: usize, data_type: &DataType) -> Option<ArrayRef> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let (values, nulls) = self.0.dense(rows);
+        let array = PrimitiveArray::<T>::new(ScalarBuffer::from(values), nulls)
             .with_data_type(data_type.clone());
         Some(Arc::new(array))
     }

@@ -233,7 +233,7 @@ fn read_batches(
         Err(e) => return (batches, Some(format!("not a readable Parquet file: {e}"))),
     };
     for b in reader {
-        match b.and_then(|b| with_empty_columns(b, &empty)) {
+        match b.and_then(|b| as_events_layout(b, &empty)) {
             Ok(b) => batches.push(b),
             Err(e) => {
                 let error = format!("Parquet read stopped: {e}; rows before it were kept");
@@ -270,9 +270,9 @@ fn empty_columns(builder: &ParquetRecordBatchReaderBuilder<File>, groups: &[usiz
         .collect()
 }
 
-/// A batch read without the `empty` columns, with them put back as nulls,
-/// and a layout 1 batch's text columns cast to layout 2's categories.
-fn with_empty_columns(
+/// A batch of events as `EVENTS` lays it out: the `empty` columns, not
+/// read, put back as nulls, and a layout 1 batch's text cast to categories.
+fn as_events_layout(
     batch: RecordBatch,
     empty: &[bool],
 ) -> Result<RecordBatch, datafusion::arrow::error::ArrowError> {
