@@ -5,6 +5,7 @@ pub mod dedup;
 pub mod evidence;
 pub mod in_place;
 pub mod inputs;
+mod members;
 pub mod ndjson;
 pub mod normalize;
 mod number_column;

@@ -6,14 +6,11 @@
 
 use super::row::Row;
 use super::time::{parse_duration_ms, parse_instant_us};
-use super::{payload_schema, token};
+use super::{members, payload_schema, token};
 use crate::audit::TokenFormat;
 use serde::Deserialize;
-use serde::de::{self, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
-use std::collections::HashSet;
-use std::fmt;
 use xxhash_rust::xxh3::xxh3_64;
 
 /// A rejected line: why, plus the id and type when they could be read.
@@ -43,44 +40,6 @@ pub struct Parsed {
     pub content_hash: u64,
 }
 
-/// Top-level members of a JSON object, values as raw slices.
-struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
-
-impl<'de> Deserialize<'de> for Members<'de> {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Members<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut members: Vec<(Cow<'de, str>, &'de RawValue)> = Vec::with_capacity(24);
-                // A linear scan is fastest for envelopes; a hostile line with
-                // many members switches to a set so it stays linear overall.
-                let mut seen: HashSet<Cow<'de, str>> = HashSet::new();
-                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                    let duplicate = if members.len() < 32 {
-                        members.iter().any(|(k, _)| *k == key)
-                    } else {
-                        if seen.is_empty() {
-                            seen.extend(members.iter().map(|(k, _)| k.clone()));
-                        }
-                        !seen.insert(key.clone())
-                    };
-                    if duplicate {
-                        return Err(de::Error::custom(format!("duplicate key `{key}`")));
-                    }
-                    let value = map.next_value()?;
-                    members.push((key, value));
-                }
-                Ok(Members(members))
-            }
-        }
-        d.deserialize_map(V)
-    }
-}
-
 /// Settings that change how lines are read.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NormalizeOptions {
@@ -97,7 +56,7 @@ pub fn parse_line<'a>(
     opts: NormalizeOptions,
     take: impl FnOnce(&Row<'a>),
 ) -> Result<Parsed, Rejection> {
-    let members: Members<'a> = serde_json::from_str(line).map_err(|e| {
+    let members = members::read(line, true).map_err(|e| {
         let msg = strip_position(&e.to_string());
         Rejection::new(match e.classify() {
             serde_json::error::Category::Eof => format!("truncated JSON: {msg}"),
@@ -110,9 +69,9 @@ pub fn parse_line<'a>(
     // hashes differently and is found by the value-by-value comparison.
     let content_hash = xxh3_64(line.as_bytes());
     let mut b = RowBuilder::default();
-    let mut extra: Vec<(&Cow<'a, str>, &'a RawValue)> = Vec::new();
+    let mut extra: Vec<(&Cow<'a, str>, &'a str)> = Vec::new();
     let mut result = Ok(());
-    for (k, v) in &members.0 {
+    for (k, v) in &members {
         match b.member(k, v) {
             Ok(true) => {}
             Ok(false) => extra.push((k, v)),
@@ -125,12 +84,10 @@ pub fn parse_line<'a>(
     let rejected = |reason| Rejection {
         reason,
         id: members
-            .0
             .iter()
             .find(|(k, _)| k == "id")
             .and_then(|(_, v)| plain(v)),
         type_: members
-            .0
             .iter()
             .find(|(k, _)| k == "type")
             .and_then(|(_, v)| plain(v)),
@@ -150,8 +107,8 @@ pub fn parse_line<'a>(
     })
 }
 
-fn plain(v: &RawValue) -> Option<String> {
-    serde_json::from_str::<String>(v.get()).ok()
+fn plain(raw: &str) -> Option<String> {
+    serde_json::from_str::<String>(raw).ok()
 }
 
 /// serde_json appends "at line 1 column N"; the column is kept, the line is
@@ -164,9 +121,9 @@ fn strip_position(msg: &str) -> String {
 #[derive(Default)]
 struct RowBuilder<'a> {
     strs: [Option<Cow<'a, str>>; STRING_MEMBERS.len()],
-    payload: Option<&'a RawValue>,
-    delivery: Option<&'a RawValue>,
-    evidence_chain: Option<&'a RawValue>,
+    payload: Option<&'a str>,
+    delivery: Option<&'a str>,
+    evidence_chain: Option<&'a str>,
     confidence: Option<f64>,
     attestation_count: Option<f64>,
     expires_at_null: bool,
@@ -257,17 +214,16 @@ string_members!(
 
 impl<'a> RowBuilder<'a> {
     /// Take one member; Ok(false) when it is not an envelope field.
-    fn member(&mut self, key: &str, v: &'a RawValue) -> Result<bool, String> {
-        let raw = v.get();
+    fn member(&mut self, key: &str, raw: &'a str) -> Result<bool, String> {
         match key {
-            "payload" => self.payload = Some(v),
-            "delivery" => self.delivery = (raw != "null").then_some(v),
-            "evidence_chain" => self.evidence_chain = (raw != "null").then_some(v),
+            "payload" => self.payload = Some(raw),
+            "delivery" => self.delivery = (raw != "null").then_some(raw),
+            "evidence_chain" => self.evidence_chain = (raw != "null").then_some(raw),
             "confidence" => self.confidence = number(key, raw)?,
             "attestation_count" => self.attestation_count = number(key, raw)?,
             "expires_at" if raw == "null" => self.expires_at_null = true,
             _ => match string_member(key) {
-                Some(at) => self.strs[at] = string(STRING_MEMBERS[at], v)?,
+                Some(at) => self.strs[at] = string(STRING_MEMBERS[at], raw)?,
                 None => return Ok(false),
             },
         }
@@ -282,7 +238,7 @@ impl<'a> RowBuilder<'a> {
         &mut self,
         seq: i64,
         src_line: i64,
-        extra: Vec<(&Cow<'a, str>, &'a RawValue)>,
+        extra: Vec<(&Cow<'a, str>, &'a str)>,
         opts: NormalizeOptions,
     ) -> Result<Row<'a>, String> {
         let spec_version = self.take(member!("spec_version"));
@@ -411,7 +367,7 @@ impl<'a> RowBuilder<'a> {
                 }
                 out.push_str(&serde_json::to_string(k.as_ref()).unwrap_or_default());
                 out.push(':');
-                out.push_str(v.get());
+                out.push_str(v);
             }
             out.push('}');
             out
@@ -476,9 +432,9 @@ impl<'a> RowBuilder<'a> {
             filter_target: fields.filter_target,
             filter_topic: fields.filter_topic,
             payload_error,
-            payload: Cow::Borrowed(payload.get()),
-            delivery: self.delivery.map(|d| Cow::Borrowed(d.get())),
-            evidence_chain: self.evidence_chain.map(|e| Cow::Borrowed(e.get())),
+            payload: Cow::Borrowed(payload),
+            delivery: self.delivery.map(Cow::Borrowed),
+            evidence_chain: self.evidence_chain.map(Cow::Borrowed),
             extra,
         })
     }
@@ -518,8 +474,7 @@ pub(super) fn unescaped(raw: &str) -> Option<&str> {
 }
 
 /// A string member; JSON null counts as absent.
-fn string<'a>(name: &str, v: &'a RawValue) -> Result<Option<Cow<'a, str>>, String> {
-    let raw = v.get();
+fn string<'a>(name: &str, raw: &'a str) -> Result<Option<Cow<'a, str>>, String> {
     if raw == "null" {
         return Ok(None);
     }
@@ -593,7 +548,7 @@ fn valid_type(t: &str) -> bool {
 
 type Delivery<'a> = (Option<Cow<'a, str>>, Option<i64>, Option<Cow<'a, str>>);
 
-fn parse_delivery(d: &RawValue) -> Result<Delivery<'_>, String> {
+fn parse_delivery(d: &str) -> Result<Delivery<'_>, String> {
     #[derive(Deserialize)]
     struct D<'a> {
         #[serde(borrow)]
@@ -601,12 +556,12 @@ fn parse_delivery(d: &RawValue) -> Result<Delivery<'_>, String> {
         sequence: Option<&'a RawValue>,
         cursor: Option<&'a RawValue>,
     }
-    let parsed: D = serde_json::from_str(d.get()).map_err(|e| match kind(d.get()) {
+    let parsed: D = serde_json::from_str(d).map_err(|e| match kind(d) {
         "an object" => format!("field delivery: {}", strip_position(&e.to_string())),
         other => format!("field delivery must be an object, found {other}"),
     })?;
     let mode = match parsed.mode {
-        Some(m) => string("delivery.mode", m)?,
+        Some(m) => string("delivery.mode", m.get())?,
         None => None,
     };
     if let Some(m) = &mode
@@ -628,7 +583,7 @@ fn parse_delivery(d: &RawValue) -> Result<Delivery<'_>, String> {
         },
     };
     let cursor = match parsed.cursor {
-        Some(c) => string("delivery.cursor", c)?,
+        Some(c) => string("delivery.cursor", c.get())?,
         None => None,
     };
     Ok((mode, sequence, cursor))
@@ -636,8 +591,8 @@ fn parse_delivery(d: &RawValue) -> Result<Delivery<'_>, String> {
 
 /// Check evidence_chain's shape; the entries themselves become the
 /// `evidence` table later.
-fn check_evidence(e: &RawValue) -> Result<i32, String> {
-    let entries = super::evidence::parse_chain(e.get())?;
+fn check_evidence(e: &str) -> Result<i32, String> {
+    let entries = super::evidence::parse_chain(e)?;
     Ok(i32::try_from(entries.len()).unwrap_or(i32::MAX))
 }
 

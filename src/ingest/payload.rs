@@ -1,7 +1,6 @@
 //! The payload fields the rules need, lifted into columns at ingest.
 
-use serde::Deserialize;
-use serde_json::value::RawValue;
+use super::members;
 use std::borrow::Cow;
 
 #[derive(Default)]
@@ -19,62 +18,81 @@ pub struct PayloadFields<'a> {
     pub filter_topic: Option<Cow<'a, str>>,
 }
 
-#[derive(Deserialize, Default)]
+/// The payload members read, as raw JSON text.
+#[derive(Default)]
 struct Raw<'a> {
-    #[serde(borrow)]
-    task_id: Option<&'a RawValue>,
-    #[serde(borrow)]
-    parent_task_id: Option<&'a RawValue>,
-    #[serde(borrow)]
-    grace_period_ms: Option<&'a RawValue>,
-    #[serde(borrow)]
-    error: Option<&'a RawValue>,
-    #[serde(borrow)]
-    fact_id: Option<&'a RawValue>,
-    #[serde(borrow)]
-    original_event_id: Option<&'a RawValue>,
-    #[serde(borrow)]
-    checkpoint_id: Option<&'a RawValue>,
-    #[serde(borrow)]
-    types: Option<&'a RawValue>,
-    #[serde(borrow)]
-    source: Option<&'a RawValue>,
-    #[serde(borrow)]
-    target: Option<&'a RawValue>,
-    #[serde(borrow)]
-    topic: Option<&'a RawValue>,
-    #[serde(borrow)]
-    filter: Option<&'a RawValue>,
+    task_id: Option<&'a str>,
+    parent_task_id: Option<&'a str>,
+    grace_period_ms: Option<&'a str>,
+    error: Option<&'a str>,
+    fact_id: Option<&'a str>,
+    original_event_id: Option<&'a str>,
+    checkpoint_id: Option<&'a str>,
+    types: Option<&'a str>,
+    source: Option<&'a str>,
+    target: Option<&'a str>,
+    topic: Option<&'a str>,
+    filter: Option<&'a str>,
 }
 
-#[derive(Deserialize)]
-struct ErrorCode<'a> {
-    #[serde(borrow)]
-    code: Option<&'a RawValue>,
+impl<'a> Raw<'a> {
+    /// Read the members of the object `text` (valid JSON: it was read
+    /// with its line) that the columns need.
+    fn read(name: &str, text: &'a str) -> Result<Self, String> {
+        let mut raw = Raw::default();
+        for (key, value) in object(name, text)? {
+            let slot = match key.as_ref() {
+                "task_id" => &mut raw.task_id,
+                "parent_task_id" => &mut raw.parent_task_id,
+                "grace_period_ms" => &mut raw.grace_period_ms,
+                "error" => &mut raw.error,
+                "fact_id" => &mut raw.fact_id,
+                "original_event_id" => &mut raw.original_event_id,
+                "checkpoint_id" => &mut raw.checkpoint_id,
+                "types" => &mut raw.types,
+                "source" => &mut raw.source,
+                "target" => &mut raw.target,
+                "topic" => &mut raw.topic,
+                "filter" => &mut raw.filter,
+                _ => continue,
+            };
+            if slot.replace(value).is_some() {
+                return Err(duplicate(name, &key));
+            }
+        }
+        Ok(raw)
+    }
+}
+
+fn duplicate(name: &str, key: &str) -> String {
+    format!("field {name}: duplicate field `{key}`")
 }
 
 /// Extract the fields; a payload that is not an object, or a field of an
 /// unexpected type, leaves the column empty (payload.invalid reports shape).
 /// A field named twice is an error: which value is meant is ambiguous, and
 /// JSON readers disagree on it (the envelope rejects duplicates the same way).
-pub fn extract<'a>(payload: &'a RawValue, event_type: &str) -> Result<PayloadFields<'a>, String> {
-    let text = payload.get();
+pub fn extract<'a>(text: &'a str, event_type: &str) -> Result<PayloadFields<'a>, String> {
     if !text.starts_with('{') {
         return Ok(PayloadFields::default());
     }
-    let raw: Raw<'a> = object("payload", text)?;
+    let raw = Raw::read("payload", text)?;
     let error_code = match raw.error {
-        Some(e) if e.get().starts_with('{') => object::<ErrorCode>("payload.error", e.get())?
-            .code
-            .and_then(string),
+        Some(e) if e.starts_with('{') => {
+            let mut code = None;
+            for (key, value) in object("payload.error", e)? {
+                if key == "code" && code.replace(value).is_some() {
+                    return Err(duplicate("payload.error", &key));
+                }
+            }
+            code.and_then(string)
+        }
         _ => None,
     };
     let mut fields = PayloadFields {
         task_id: raw.task_id.and_then(string),
         parent_task_id: raw.parent_task_id.and_then(string),
-        grace_period_ms: raw
-            .grace_period_ms
-            .and_then(|v| v.get().parse::<i64>().ok()),
+        grace_period_ms: raw.grace_period_ms.and_then(|v| v.parse::<i64>().ok()),
         error_code,
         fact_id: raw.fact_id.and_then(string),
         original_event_id: raw.original_event_id.and_then(string),
@@ -83,14 +101,12 @@ pub fn extract<'a>(payload: &'a RawValue, event_type: &str) -> Result<PayloadFie
     };
     if event_type.starts_with("subscription.") {
         // The filter sits in the payload itself or under payload.filter.
-        let nested: Raw<'a> = match raw.filter {
-            Some(f) if f.get().starts_with('{') => object("payload.filter", f.get())?,
+        let nested = match raw.filter {
+            Some(f) if f.starts_with('{') => Raw::read("payload.filter", f)?,
             _ => Raw::default(),
         };
-        let json = |a: Option<&'a RawValue>, b: Option<&'a RawValue>| {
-            a.or(b)
-                .filter(|v| v.get() != "null")
-                .map(|v| Cow::Borrowed(v.get()))
+        let json = |a: Option<&'a str>, b: Option<&'a str>| {
+            a.or(b).filter(|v| *v != "null").map(Cow::Borrowed)
         };
         fields.filter_types = json(raw.types, nested.types);
         fields.filter_source = json(raw.source, nested.source);
@@ -100,18 +116,17 @@ pub fn extract<'a>(payload: &'a RawValue, event_type: &str) -> Result<PayloadFie
     Ok(fields)
 }
 
-/// Read an object whose members are all raw values: the only error left is
-/// a member named twice.
-fn object<'a, T: Deserialize<'a>>(name: &str, text: &'a str) -> Result<T, String> {
-    serde_json::from_str(text).map_err(|e| {
+/// The members of an object inside a line already read: the only error
+/// left is serde_json's for a key it cannot read.
+fn object<'a>(name: &str, text: &'a str) -> Result<Vec<members::Member<'a>>, String> {
+    members::read(text, false).map_err(|e| {
         let e = e.to_string();
         let e = e.split(" at line ").next().unwrap_or(&e);
         format!("field {name}: {e}")
     })
 }
 
-fn string(v: &RawValue) -> Option<Cow<'_, str>> {
-    let raw = v.get();
+fn string(raw: &str) -> Option<Cow<'_, str>> {
     if let Some(text) = super::normalize::unescaped(raw) {
         return Some(Cow::Borrowed(text));
     }
