@@ -74,6 +74,9 @@ const MAX_DEDUP_MEMBERS: usize = 32;
 /// ask serde_json. With `dedup`, a key named twice gives up.
 fn object<'a>(text: &'a str, members: &mut Vec<Member<'a>>, dedup: bool) -> Option<()> {
     let b = text.as_bytes();
+    // One bit per key read, by a fingerprint: a key whose bit is still
+    // clear is new, and only one whose bit is set is compared with the rest.
+    let mut seen: u128 = 0;
     let mut i = skip_ws(b, 0);
     if b.get(i) != Some(&b'{') {
         return None;
@@ -96,11 +99,19 @@ fn object<'a>(text: &'a str, members: &mut Vec<Member<'a>>, dedup: bool) -> Opti
                 return None;
             }
             let value_start = skip_ws(b, i + 1);
-            i = skip_value(b, value_start)?;
-            if dedup
-                && (members.len() == MAX_DEDUP_MEMBERS || members.iter().any(|(k, _)| k == key))
-            {
-                return None;
+            // Most members are strings.
+            i = match b.get(value_start) {
+                Some(b'"') => string_end(b, value_start + 1)?,
+                _ => skip_value(b, value_start)?,
+            };
+            if dedup {
+                let bit = 1u128 << fingerprint(key.as_bytes());
+                if seen & bit != 0
+                    && (members.len() >= MAX_DEDUP_MEMBERS || members.iter().any(|(k, _)| k == key))
+                {
+                    return None;
+                }
+                seen |= bit;
             }
             members.push((Cow::Borrowed(key), text.get(value_start..i)?));
             i = skip_ws(b, i);
@@ -115,6 +126,14 @@ fn object<'a>(text: &'a str, members: &mut Vec<Member<'a>>, dedup: bool) -> Opti
         }
     }
     (skip_ws(b, i) == b.len()).then_some(())
+}
+
+/// A number below 128 from a key's length and three of its bytes.
+fn fingerprint(key: &[u8]) -> u32 {
+    let byte = |at: usize| u64::from(key.get(at).copied().unwrap_or(0));
+    let len = key.len();
+    let mixed = len as u64 | byte(0) << 16 | byte(len / 2) << 24 | byte(len.wrapping_sub(1)) << 32;
+    (mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 57) as u32
 }
 
 /// JSON's white space, as serde_json skips it.
