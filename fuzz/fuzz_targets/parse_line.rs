@@ -12,13 +12,19 @@ fuzz_target!(|data: &[u8]| {
     };
     for token_format in [TokenFormat::Opaque, TokenFormat::Structured] {
         let opts = NormalizeOptions { token_format };
-        match parse_line(line, 7, 1, opts) {
-            Ok(p) => {
-                // An accepted line has the required envelope fields.
-                assert!(!p.row.id.is_empty() && !p.row.type_.is_empty());
-                assert!(!p.row.source.is_empty());
+        let mut taken = false;
+        let parsed = parse_line(line, 7, 1, opts, |row| {
+            // An accepted line has the required envelope fields.
+            assert!(!row.id.is_empty() && !row.type_.is_empty());
+            assert!(!row.source.is_empty());
+            taken = true;
+        });
+        match parsed {
+            Ok(_) => assert!(taken, "an accepted line hands over its row"),
+            Err(r) => {
+                assert!(!taken, "a rejected line hands over no row");
+                assert!(!r.reason.is_empty(), "a rejection says why");
             }
-            Err(r) => assert!(!r.reason.is_empty(), "a rejection says why"),
         }
     }
 });
