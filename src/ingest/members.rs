@@ -19,8 +19,16 @@ pub fn read(text: &str, dedup: bool) -> Result<Vec<Member<'_>>, serde_json::Erro
     let mut members = Vec::with_capacity(24);
     match object(text, &mut members, dedup) {
         Some(()) => Ok(members),
-        None if dedup => serde_json::from_str::<Members<true>>(text).map(|m| m.0),
-        None => serde_json::from_str::<Members<false>>(text).map(|m| m.0),
+        None => read_slowly(text, dedup),
+    }
+}
+
+/// serde_json's reading, for what the fast path gives up on.
+fn read_slowly(text: &str, dedup: bool) -> Result<Vec<Member<'_>>, serde_json::Error> {
+    if dedup {
+        serde_json::from_str::<Members<true>>(text).map(|m| m.0)
+    } else {
+        serde_json::from_str::<Members<false>>(text).map(|m| m.0)
     }
 }
 
@@ -66,8 +74,10 @@ impl<'de, const DEDUP: bool> Deserialize<'de> for Members<'de, DEDUP> {
 /// A member's key (borrowed: it holds no escapes) and its value's raw text.
 pub type Member<'a> = (Cow<'a, str>, &'a str);
 
-/// Beyond this many members, checking each new key against all before it
-/// costs more than a set; the fast path leaves such objects to serde_json.
+/// Up to this many members, a repeated key is found by comparing it with
+/// every key before it. Past it, a set is cheaper: serde_json's path
+/// switches to one, and the fast path hands such objects to it when a
+/// fingerprint repeats.
 const MAX_DEDUP_MEMBERS: usize = 32;
 
 /// The fast path: the members of the object `text`, in order, or None to
@@ -256,7 +266,7 @@ fn number(b: &[u8], mut i: usize) -> Option<usize> {
         }
         i
     };
-    if b[i] == b'-' {
+    if b.get(i) == Some(&b'-') {
         i += 1;
     }
     match *b.get(i)? {
@@ -335,36 +345,17 @@ fn next_special(b: &[u8], mut i: usize) -> usize {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use serde::Deserialize;
-    use serde::de::{MapAccess, Visitor};
-    use serde_json::value::RawValue;
-    use std::fmt;
 
     /// serde_json's reading of an object, for comparison: keys unescaped,
     /// values raw; None when it rejects the text.
     fn reference(text: &str) -> Option<Vec<(String, String)>> {
-        struct Members(Vec<(String, String)>);
-        impl<'de> Deserialize<'de> for Members {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                struct V;
-                impl<'de> Visitor<'de> for V {
-                    type Value = Members;
-                    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                        f.write_str("an object")
-                    }
-                    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Members, A::Error> {
-                        let mut out = Vec::new();
-                        while let Some(k) = m.next_key::<Cow<'de, str>>()? {
-                            let v: &'de RawValue = m.next_value()?;
-                            out.push((k.into_owned(), v.get().to_string()));
-                        }
-                        Ok(Members(out))
-                    }
-                }
-                d.deserialize_map(V)
-            }
-        }
-        serde_json::from_str::<Members>(text).ok().map(|m| m.0)
+        let members = read_slowly(text, false).ok()?;
+        Some(
+            members
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
     }
 
     fn fast(text: &str) -> Option<Vec<(String, String)>> {
