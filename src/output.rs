@@ -1,33 +1,234 @@
-//! Writing output files atomically: a temp file in the same directory,
-//! renamed over the target only when everything was written. An error, a
-//! panic or an interrupt (SIGINT/SIGTERM) leaves no temp file behind.
+//! Where outputs go. A regular file (or a new path) is written atomically:
+//! a temp file in the same directory, renamed over the target only when
+//! everything was written, so an error, a panic or an interrupt
+//! (SIGINT/SIGTERM) leaves the old file and no temp file behind. Anything
+//! else that already exists at the path (a character device such as
+//! /dev/null, a FIFO, a socket, a terminal, `/dev/stdout`) is opened and
+//! written in place, as a shell's `>` would: it is never replaced. `-` is
+//! standard output. A reader that closes standard output early (`| head`)
+//! ends the writing quietly.
 
-use std::io::{BufWriter, Write};
-use std::path::Path;
+use crate::signals::Temp;
+use std::fs::{File, OpenOptions, Permissions};
+use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Write `path` through `fill`; on any error nothing is left behind.
-pub fn write_atomic<F>(path: &Path, fill: F) -> anyhow::Result<()>
+/// Write `path` (or standard output for `-`) through `fill`.
+pub fn write_output<F>(path: &Path, fill: F) -> anyhow::Result<()>
 where
     F: FnOnce(&mut dyn Write) -> anyhow::Result<()>,
 {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
+    let mut out = Output::create(path)?;
+    let filled = fill(out.writer());
+    match filled {
+        Ok(()) => out.finish(),
+        Err(e) if out.reader_gone() => {
+            drop(e);
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Write standard output through `fill`; a closed pipe is not an error.
+pub fn to_stdout<F>(fill: F) -> anyhow::Result<()>
+where
+    F: FnOnce(&mut dyn Write) -> anyhow::Result<()>,
+{
+    write_output(Path::new("-"), fill)
+}
+
+/// Whether a reader of standard output went away (a broken pipe): further
+/// output can be skipped.
+pub fn stdout_closed() -> bool {
+    STDOUT_CLOSED.load(Ordering::Relaxed)
+}
+
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// An output being written; [`Output::finish`] completes it.
+pub struct Output {
+    sink: Sink,
+    shown: String,
+}
+
+enum Sink {
+    Stdout(Watched<io::StdoutLock<'static>>),
+    /// A special file, written where it is.
+    Direct(BufWriter<File>),
+    /// A regular file: a temp file renamed to `target` at the end.
+    Atomic {
+        temp: Temp,
+        writer: BufWriter<File>,
+        target: PathBuf,
+        /// The replaced file's mode, kept.
+        mode: Option<Permissions>,
+    },
+}
+
+impl Output {
+    /// Decide where `path` goes and open it. Nothing at `path` changes
+    /// until [`Output::finish`].
+    pub fn create(path: &Path) -> anyhow::Result<Output> {
+        let shown = crate::ingest::inputs::shown_path(path);
+        if path.as_os_str() == "-" {
+            return Ok(Output {
+                sink: Sink::Stdout(Watched(io::stdout().lock())),
+                shown: "standard output".into(),
+            });
+        }
+        let sink = match std::fs::metadata(path) {
+            Ok(m) if m.is_dir() => {
+                anyhow::bail!("cannot write {shown}: it is a directory; name a file")
+            }
+            Ok(m) if !m.is_file() => {
+                let file = OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .map_err(|e| write_error(&shown, &e))?;
+                Sink::Direct(BufWriter::new(file))
+            }
+            Ok(m) => {
+                // Through a symbolic link, the file it names is replaced
+                // and the link kept.
+                let target = std::fs::canonicalize(path).map_err(|e| write_error(&shown, &e))?;
+                atomic(&shown, target, Some(m.permissions()))?
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if path.symlink_metadata().is_ok() {
+                    anyhow::bail!(
+                        "cannot write {shown}: it is a symbolic link to a missing file; \
+                         remove the link or name its target"
+                    );
+                }
+                atomic(&shown, path.to_path_buf(), None)?
+            }
+            Err(e) => return Err(write_error(&shown, &e)),
+        };
+        Ok(Output { sink, shown })
+    }
+
+    pub fn writer(&mut self) -> &mut dyn Write {
+        match &mut self.sink {
+            Sink::Stdout(w) => w,
+            Sink::Direct(w) => w,
+            Sink::Atomic { writer, .. } => writer,
+        }
+    }
+
+    /// Whether this is standard output and its reader went away.
+    fn reader_gone(&self) -> bool {
+        matches!(self.sink, Sink::Stdout(_)) && stdout_closed()
+    }
+
+    /// Flush, and put a regular file in place.
+    pub fn finish(self) -> anyhow::Result<()> {
+        let shown = self.shown;
+        match self.sink {
+            Sink::Stdout(mut w) => match w.flush() {
+                Err(_) if stdout_closed() => Ok(()),
+                r => r.map_err(|e| write_error(&shown, &e)),
+            },
+            Sink::Direct(mut w) => w.flush().map_err(|e| write_error(&shown, &e)),
+            Sink::Atomic {
+                temp,
+                mut writer,
+                target,
+                mode,
+            } => {
+                writer.flush().map_err(|e| write_error(&shown, &e))?;
+                drop(writer);
+                let file = temp.as_file();
+                if let Some(mode) = mode {
+                    file.set_permissions(mode)
+                        .map_err(|e| write_error(&shown, &e))?;
+                }
+                file.sync_all().map_err(|e| write_error(&shown, &e))?;
+                temp.persist(&target).map_err(|e| write_error(&shown, &e))?;
+                Ok(())
+            }
+        }
+    }
+}
+
+fn atomic(shown: &str, target: PathBuf, mode: Option<Permissions>) -> anyhow::Result<Sink> {
+    let dir = match target.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
     };
     // Registered, so that an interrupt removes it too (see signals.rs).
-    let tmp = crate::signals::temp_in(dir).map_err(|e| {
+    let temp = crate::signals::temp_in(&dir).map_err(|e| {
         anyhow::anyhow!(
-            "cannot write in {}: {e}; check the directory exists and is writable",
-            dir.display()
+            "cannot write {shown}: cannot create a file in {}: {e}; check the directory exists \
+             and is writable",
+            crate::ingest::inputs::shown_path(&dir)
         )
     })?;
-    {
-        let mut w = BufWriter::new(tmp.as_file());
-        fill(&mut w)?;
-        w.flush()?;
+    let writer = BufWriter::new(temp.reopen()?);
+    Ok(Sink::Atomic {
+        temp,
+        writer,
+        target,
+        mode,
+    })
+}
+
+fn write_error(shown: &str, e: &io::Error) -> anyhow::Error {
+    let hint = match e.raw_os_error() {
+        Some(28) => "; the file system is full: free space or write elsewhere",
+        Some(122) => "; the disk quota is exceeded: free space or write elsewhere",
+        _ => "",
+    };
+    anyhow::anyhow!("cannot write {shown}: {e}{hint}")
+}
+
+/// Standard output that notes a broken pipe (the reader went away).
+struct Watched<W>(W);
+
+impl<W: Write> Write for Watched<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf).inspect_err(note_broken_pipe)
     }
-    tmp.as_file().sync_all()?;
-    tmp.persist(path)
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush().inspect_err(note_broken_pipe)
+    }
+}
+
+fn note_broken_pipe(e: &io::Error) {
+    if e.kind() == io::ErrorKind::BrokenPipe {
+        STDOUT_CLOSED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Refuse an output that is one of the inputs: writing it would destroy the
+/// evidence being audited. `outputs` are (option, path) pairs.
+pub fn refuse_inputs(
+    outputs: &[(&str, &Path)],
+    inputs: &[crate::ingest::inputs::Input],
+) -> anyhow::Result<()> {
+    for (option, out) in outputs {
+        let Ok(m) = std::fs::metadata(out) else {
+            continue; // a new file cannot be an input
+        };
+        if !m.is_file() {
+            continue; // special files are written in place, never replaced
+        }
+        let same = inputs.iter().find(|i| {
+            i.stream.is_none()
+                && std::fs::metadata(&i.path)
+                    .is_ok_and(|im| im.dev() == m.dev() && im.ino() == m.ino())
+        });
+        if let Some(input) = same {
+            anyhow::bail!(
+                "{option} {} is the input {}; writing it would destroy the log; \
+                 choose another output path",
+                crate::ingest::inputs::shown_path(out),
+                input.display
+            );
+        }
+    }
     Ok(())
 }

@@ -54,13 +54,22 @@ pub struct Temp {
 }
 
 /// Create a registered temp file in `dir` (the target's directory, so the
-/// final rename stays on one file system).
+/// final rename stays on one file system). Its mode is 0666 less the umask,
+/// as for any file a command creates. The name says which host and process
+/// made it, so that a later run can remove what a killed one left
+/// ([`sweep_stale`]).
 pub fn temp_in(dir: &Path) -> io::Result<Temp> {
+    use std::os::unix::fs::PermissionsExt;
     install();
     let mut temps = registry();
     let file = tempfile::Builder::new()
-        .prefix(".hvaudit-")
+        .prefix(&format!(
+            "{TEMP_PREFIX}{}-{}-",
+            host_tag(),
+            std::process::id()
+        ))
         .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(0o666))
         .tempfile_in(dir)?;
     let path = file.path().to_path_buf();
     temps.push(path.clone());
@@ -144,6 +153,69 @@ pub fn persist_all<'a>(files: impl IntoIterator<Item = (Temp, &'a Path)>) -> io:
             .map_err(|e| io::Error::new(e.kind(), format!("cannot write {}: {e}", to.display())));
     }
     result
+}
+
+const TEMP_PREFIX: &str = ".hvaudit-";
+
+/// A short tag for this host (temp files on shared storage may come from
+/// several machines, each with its own process ids).
+fn host_tag() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .unwrap_or_default();
+    format!(
+        "{:08x}",
+        xxhash_rust::xxh3::xxh3_64(host.trim().as_bytes()) as u32
+    )
+}
+
+/// Temp files found in a directory that a run of ours left behind.
+#[derive(Debug, Default)]
+pub struct Stale {
+    /// Left by a process of this host that no longer runs: removed.
+    pub removed: Vec<PathBuf>,
+    /// Left by another host, or not named by host and process: kept.
+    /// (Those of live processes here are neither removed nor listed.)
+    pub kept: Vec<PathBuf>,
+}
+
+/// Remove the `.hvaudit-*.tmp` files directly in `dir` that a process of
+/// this host left and that no longer runs (SIGKILL, a power cut: nothing
+/// could clean up). Those of other hosts (shared storage) are kept and
+/// listed.
+pub fn sweep_stale(dir: &Path) -> Stale {
+    let mut out = Stale::default();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    let ours = format!("{TEMP_PREFIX}{}-", host_tag());
+    let mut names: Vec<_> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+    names.sort();
+    for path in names {
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        if !(name.starts_with(TEMP_PREFIX) && name.ends_with(".tmp") && path.is_file()) {
+            continue;
+        }
+        let pid = name
+            .strip_prefix(&ours)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok());
+        match pid {
+            Some(pid) if pid == std::process::id() => {}
+            Some(pid) if Path::new(&format!("/proc/{pid}")).exists() => {}
+            Some(_) => {
+                if std::fs::remove_file(&path).is_ok() {
+                    out.removed.push(path);
+                }
+            }
+            None => out.kept.push(path),
+        }
+    }
+    out
 }
 
 /// The temp files an interrupt would remove now (for tests).

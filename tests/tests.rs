@@ -9,6 +9,7 @@ mod common;
 mod ev_table;
 mod fixtures_outcome;
 mod ingest;
+mod outputs;
 mod properties;
 mod replay;
 mod report;

@@ -3,9 +3,8 @@
 
 use crate::audit::AuditConfig;
 use crate::cli::ReplayArgs;
-use crate::output::write_atomic;
+use crate::output::write_output;
 use crate::replay::{ReplayError, ReplayFormat, ReplayRequest, Scope, render, replay};
-use std::io::Write;
 
 pub fn run(args: ReplayArgs, quiet: bool) -> anyhow::Result<u8> {
     let format: ReplayFormat = args.format.parse().map_err(anyhow::Error::msg)?;
@@ -24,7 +23,9 @@ pub fn run(args: ReplayArgs, quiet: bool) -> anyhow::Result<u8> {
         progress: !quiet,
         ..Default::default()
     };
-    let ingested = super::load(&args.input, quiet)?;
+    let outputs: Vec<(&str, &std::path::Path)> =
+        args.output.iter().map(|p| ("-o", p.as_path())).collect();
+    let ingested = super::load(&args.input, quiet, &outputs, super::MAX_BAD_LINES)?;
     let request = ReplayRequest { scope, at: args.at };
     let replay = match replay(&cfg, &ingested, &request) {
         Ok(r) => r,
@@ -47,15 +48,8 @@ pub fn run(args: ReplayArgs, quiet: bool) -> anyhow::Result<u8> {
         }
         Err(e) => return Err(e.into()),
     };
-    match &args.output {
-        Some(path) => write_atomic(path, |w| render(&replay, format, w))?,
-        None => {
-            let stdout = std::io::stdout();
-            let mut out = stdout.lock();
-            render(&replay, format, &mut out)?;
-            out.flush()?;
-        }
-    }
+    let path = args.output.as_deref().unwrap_or(std::path::Path::new("-"));
+    write_output(path, |w| render(&replay, format, w))?;
     Ok(0)
 }
 

@@ -1,9 +1,8 @@
 //! `hvaudit synth`: a deterministic log with planted violations.
 
 use crate::cli::SynthArgs;
-use crate::output::write_atomic;
+use crate::output::write_output;
 use crate::synth::{SynthOptions, generate};
-use std::io::Write;
 
 pub fn run(args: SynthArgs, quiet: bool) -> anyhow::Result<u8> {
     let opts = SynthOptions {
@@ -14,25 +13,17 @@ pub fn run(args: SynthArgs, quiet: bool) -> anyhow::Result<u8> {
         redelivery_rate: args.redelivery_rate.clamp(0.0, 1.0),
     };
     let mut truth_buf: Vec<u8> = Vec::new();
-    let stats = match &args.output {
-        Some(path) => {
-            let mut stats = None;
-            write_atomic(path, |w| {
-                stats = Some(generate(&opts, w, &mut truth_buf)?);
-                Ok(())
-            })?;
-            stats.expect("generate ran")
-        }
-        None => {
-            let stdout = std::io::stdout();
-            let mut out = std::io::BufWriter::new(stdout.lock());
-            let s = generate(&opts, &mut out, &mut truth_buf)?;
-            out.flush()?;
-            s
-        }
+    let path = args.output.as_deref().unwrap_or(std::path::Path::new("-"));
+    let mut stats = None;
+    write_output(path, |w| {
+        stats = Some(generate(&opts, w, &mut truth_buf)?);
+        Ok(())
+    })?;
+    let Some(stats) = stats else {
+        return Ok(0); // the reader of standard output went away
     };
     if let Some(t) = &args.truth {
-        write_atomic(t, |w| Ok(w.write_all(&truth_buf)?))?;
+        write_output(t, |w| Ok(w.write_all(&truth_buf)?))?;
     }
     if !quiet {
         eprintln!(
