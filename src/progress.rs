@@ -2,7 +2,6 @@
 
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -25,16 +24,16 @@ impl Drop for Ticker {
 }
 
 /// Bytes ingested with throughput and ETA, from the total input size.
-pub fn ingest_bar(quiet: bool, paths: &[PathBuf], bytes: &Arc<AtomicU64>) -> Option<Ticker> {
+pub fn ingest_bar(
+    quiet: bool,
+    inputs: &[crate::ingest::inputs::Input],
+    bytes: &Arc<AtomicU64>,
+) -> Option<Ticker> {
     if quiet || !std::io::stderr().is_terminal() {
         return None;
     }
-    let total: u64 = paths
-        .iter()
-        .filter_map(|p| std::fs::metadata(p).ok())
-        .filter(|m| m.is_file())
-        .map(|m| m.len())
-        .sum();
+    // Streams have no size: the bar then shows bytes and rate only.
+    let total: u64 = inputs.iter().map(|i| i.bytes).sum();
     let bar = ProgressBar::new(total.max(1));
     bar.set_style(
         ProgressStyle::with_template(

@@ -2,8 +2,10 @@
 //! of inputs, each with its format recognised by content.
 
 use std::fs::File;
-use std::io::Read;
+use std::io::{IsTerminal, Read};
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -31,7 +33,37 @@ pub struct Input {
     pub display: String,
     pub format: Format,
     pub bytes: u64,
+    /// A pipe, FIFO, terminal or standard input: it can be read only once,
+    /// so the handle opened to recognise its format is kept, with the bytes
+    /// read for that, and read from there on.
+    pub stream: Option<Stream>,
 }
+
+/// A one-time readable input, opened already (see [`Input::stream`]).
+#[derive(Clone)]
+pub struct Stream(Arc<Mutex<Option<Box<dyn Read + Send>>>>);
+
+impl Stream {
+    fn new(head: Vec<u8>, rest: Box<dyn Read + Send>) -> Stream {
+        let reader: Box<dyn Read + Send> = Box::new(std::io::Cursor::new(head).chain(rest));
+        Stream(Arc::new(Mutex::new(Some(reader))))
+    }
+
+    /// The reader, from its first byte; None once taken.
+    pub fn take(&self) -> Option<Box<dyn Read + Send>> {
+        self.0.lock().ok().and_then(|mut r| r.take())
+    }
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Stream")
+    }
+}
+
+/// How standard input is named on the command line and in reports.
+pub const STDIN_ARG: &str = "-";
+pub const STDIN_NAME: &str = "<stdin>";
 
 /// A path the user named that cannot be used: the run stops (exit 2).
 #[derive(Debug, thiserror::Error)]
@@ -44,8 +76,12 @@ pub enum InputError {
     NoMatch { pattern: String },
     #[error("bad glob pattern {pattern}: {reason}")]
     BadPattern { pattern: String, reason: String },
-    #[error("no input given; name at least one log file, directory or glob")]
+    #[error(
+        "no input given; name at least one log file, directory or glob (`-` reads standard input)"
+    )]
     Empty,
+    #[error("standard input (`-`) is named more than once; it can be read only once")]
+    StdinTwice,
 }
 
 /// Problems inside a directory walk: reported, not fatal.
@@ -68,17 +104,28 @@ pub fn expand(paths: &[PathBuf]) -> Result<(Vec<Input>, Vec<Skipped>), InputErro
     }
     let mut inputs = Vec::new();
     let mut skipped = Vec::new();
+    if paths.iter().filter(|p| p.as_os_str() == STDIN_ARG).count() > 1 {
+        return Err(InputError::StdinTwice);
+    }
     for p in paths {
-        let shown = p.display().to_string();
-        if p.is_dir() {
+        let shown = shown_path(p);
+        let unreadable = |reason: String| InputError::Unreadable {
+            path: shown.clone(),
+            reason,
+        };
+        if p.as_os_str() == STDIN_ARG {
+            let stdin = std::io::stdin();
+            let terminal = stdin.is_terminal();
+            inputs.push(
+                open_stream(p, STDIN_NAME.into(), Box::new(stdin), terminal).map_err(unreadable)?,
+            );
+        } else if p.is_dir() {
             walk_dir(p, &mut inputs, &mut skipped);
         } else if p.exists() {
-            inputs.push(open_input(p).map_err(|reason| InputError::Unreadable {
-                path: shown.clone(),
-                reason,
-            })?);
+            inputs.push(open_named(p).map_err(unreadable)?);
         } else if shown.contains(['*', '?', '[']) {
-            let matches = glob::glob(&shown).map_err(|e| InputError::BadPattern {
+            let pattern = p.to_string_lossy();
+            let matches = glob::glob(&pattern).map_err(|e| InputError::BadPattern {
                 pattern: shown.clone(),
                 reason: e.to_string(),
             })?;
@@ -91,10 +138,10 @@ pub fn expand(paths: &[PathBuf]) -> Result<(Vec<Input>, Vec<Skipped>), InputErro
                 if f.is_dir() {
                     walk_dir(&f, &mut inputs, &mut skipped);
                 } else {
-                    match open_input(&f) {
+                    match open_named(&f) {
                         Ok(i) => inputs.push(i),
                         Err(reason) => skipped.push(Skipped {
-                            path: f.display().to_string(),
+                            path: shown_path(&f),
                             reason,
                         }),
                     }
@@ -106,10 +153,7 @@ pub fn expand(paths: &[PathBuf]) -> Result<(Vec<Input>, Vec<Skipped>), InputErro
                 (Ok(_), Err(e)) => format!("a symbolic link that cannot be followed ({e})"),
                 _ => "no such file or directory".into(),
             };
-            return Err(InputError::Unreadable {
-                path: shown,
-                reason,
-            });
+            return Err(unreadable(reason));
         }
     }
     Ok((inputs, skipped))
@@ -126,26 +170,46 @@ fn walk_dir(dir: &Path, inputs: &mut Vec<Input>, skipped: &mut Vec<Skipped>) {
         match entry {
             Ok(e) if e.file_type().is_file() => {
                 let name = e.file_name().to_string_lossy().to_lowercase();
-                let wanted = LOG_EXTENSIONS
+                let named_like_a_log = LOG_EXTENSIONS
                     .iter()
                     .any(|x| name.ends_with(&format!(".{x}")));
-                if !wanted {
-                    continue;
-                }
-                match open_input(e.path()) {
+                let taken = match open_input(e.path()) {
+                    Ok(i) if named_like_a_log => Ok(i),
+                    // A shipper's `current` or `app.out`: taken when its
+                    // content is a log.
+                    Ok(i) => match looks_like_a_log(e.path(), i.format) {
+                        Ok(true) => Ok(i),
+                        Ok(false) => Err(format!(
+                            "not a log: no log file extension (*.{}) and the content is not \
+                             NDJSON, gzip, zstd or Parquet",
+                            LOG_EXTENSIONS.join(", *.")
+                        )),
+                        Err(e) => Err(e),
+                    },
+                    Err(reason) => Err(reason),
+                };
+                match taken {
                     Ok(i) => inputs.push(i),
                     Err(reason) => skipped.push(Skipped {
-                        path: e.path().display().to_string(),
+                        path: shown_path(e.path()),
                         reason,
                     }),
                 }
             }
+            Ok(e) if !e.file_type().is_dir() && !e.file_type().is_symlink() => {
+                // Never opened inside a walk: a FIFO without a writer would
+                // block the run, and a device never ends.
+                skipped.push(Skipped {
+                    path: shown_path(e.path()),
+                    reason: format!(
+                        "{}, not a log file; name it on the command line to read it",
+                        special_kind(&e.file_type())
+                    ),
+                });
+            }
             Ok(_) => {}
             Err(e) => skipped.push(Skipped {
-                path: e
-                    .path()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_else(|| dir.display().to_string()),
+                path: shown_path(e.path().unwrap_or(dir)),
                 reason: if e.loop_ancestor().is_some() {
                     "symbolic link loop".into()
                 } else {
@@ -158,34 +222,145 @@ fn walk_dir(dir: &Path, inputs: &mut Vec<Input>, skipped: &mut Vec<Skipped>) {
     }
     if inputs.len() == before {
         skipped.push(Skipped {
-            path: dir.display().to_string(),
+            path: shown_path(dir),
             reason: format!(
-                "no log files in this directory (looked for *.{})",
+                "no log files in this directory (looked for *.{} and for files whose content \
+                 is NDJSON, gzip, zstd or Parquet)",
                 LOG_EXTENSIONS.join(", *.")
             ),
         });
     }
 }
 
+/// A file named on the command line (or matched by a glob): a regular
+/// file, or something read once as a stream (a FIFO, `/dev/stdin`, a
+/// process substitution, a terminal). Devices that never end or hold no
+/// log (/dev/zero, /dev/urandom, /dev/null, disks) are refused.
+fn open_named(path: &Path) -> Result<Input, String> {
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    let kind = meta.file_type();
+    if kind.is_file() {
+        return open_input(path);
+    }
+    let file = File::open(path).map_err(|e| e.to_string())?;
+    let terminal = file.is_terminal();
+    if kind.is_fifo() || kind.is_socket() || terminal {
+        return open_stream(path, shown_path(path), Box::new(file), terminal);
+    }
+    Err(format!(
+        "{}, not a log file; to read what it produces, pipe it: `cat {} | hvaudit ... -`",
+        special_kind(&kind),
+        shown_path(path)
+    ))
+}
+
+fn special_kind(kind: &std::fs::FileType) -> &'static str {
+    if kind.is_fifo() {
+        "a named pipe (FIFO)"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Recognise a stream's format from its first bytes and keep them for the
+/// reader: nothing read to recognise it is lost.
+fn open_stream(
+    path: &Path,
+    display: String,
+    mut reader: Box<dyn Read + Send>,
+    terminal: bool,
+) -> Result<Input, String> {
+    // A terminal is NDJSON typed or pasted: waiting for four bytes first
+    // would hold the first short line back.
+    let head = if terminal {
+        Vec::new()
+    } else {
+        read_head(&mut reader, 4).map_err(|e| e.to_string())?
+    };
+    let format = sniff(&head);
+    if format == Format::Parquet {
+        return Err(
+            "Parquet cannot be read from a pipe (its footer is at the end); save it to a file first"
+                .into(),
+        );
+    }
+    Ok(Input {
+        path: path.to_path_buf(),
+        display,
+        format,
+        bytes: 0,
+        stream: Some(Stream::new(head, reader)),
+    })
+}
+
+/// Up to `n` bytes from the start of `reader` (fewer at its end).
+fn read_head(reader: &mut dyn Read, n: usize) -> std::io::Result<Vec<u8>> {
+    let mut head = vec![0u8; n];
+    let mut got = 0;
+    while got < n {
+        match reader.read(&mut head[got..]) {
+            Ok(0) => break,
+            Ok(k) => got += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    head.truncate(got);
+    Ok(head)
+}
+
 fn open_input(path: &Path) -> Result<Input, String> {
     let mut f = File::open(path).map_err(|e| e.to_string())?;
     let bytes = f.metadata().map_err(|e| e.to_string())?.len();
-    let mut magic = [0u8; 4];
-    let mut got = 0;
-    while got < 4 {
-        match f.read(&mut magic[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) => return Err(e.to_string()),
-        }
-    }
-    let format = sniff(&magic[..got]);
+    let head = read_head(&mut f, 4).map_err(|e| e.to_string())?;
     Ok(Input {
         path: path.to_path_buf(),
-        display: path.display().to_string(),
-        format,
+        display: shown_path(path),
+        format: sniff(&head),
         bytes,
+        stream: None,
     })
+}
+
+/// Whether a file without a log's extension holds a log: compressed or
+/// Parquet by its magic bytes, or NDJSON (its first non-blank byte, after
+/// a byte order mark, opens a JSON object).
+fn looks_like_a_log(path: &Path, format: Format) -> Result<bool, String> {
+    if format != Format::Ndjson {
+        return Ok(true);
+    }
+    let mut f = File::open(path).map_err(|e| e.to_string())?;
+    let head = read_head(&mut f, 4096).map_err(|e| e.to_string())?;
+    let text = head.strip_prefix(&[0xef, 0xbb, 0xbf][..]).unwrap_or(&head);
+    Ok(text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{'))
+}
+
+/// A path as reports and messages show it: UTF-8 as it is, with hidden
+/// characters (`crate::escape`), bytes that are not UTF-8 and the backslash
+/// itself escaped (`\n`, `\x1b`, `\xff`, `\\`), so that a name can neither
+/// drive a terminal nor pass for another name.
+pub fn shown_path(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                c => crate::escape::push_visible(&mut out, c),
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
 }
 
 /// Recognise the format by its first bytes, whatever the file is called.

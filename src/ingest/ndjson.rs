@@ -69,8 +69,6 @@ pub struct BadLine {
     pub excerpt: String,
     pub id: Option<String>,
     pub type_: Option<String>,
-    /// The line as read, for `--bad-lines` (empty when it was too long).
-    pub raw: Vec<u8>,
     /// The original file, when it differs from the input read (bad lines
     /// stored in Parquet by `convert`).
     pub src_file: Option<Arc<str>>,
@@ -83,12 +81,49 @@ pub struct ParsedChunk {
     pub events: ChunkRows,
     /// Per event row: (id hash, content hash).
     pub keys: Vec<(u128, u64)>,
+    /// The first rejected lines (at most `ChunkLimits::max_bad`).
     pub bad: Vec<BadLine>,
+    /// Rejected lines beyond those: counted, not kept.
+    pub bad_unlisted: u64,
+    /// Every rejected line as read, each followed by a newline, when
+    /// `ChunkLimits::keep_raw` (for `--bad-lines`; a line too long to be
+    /// held while reading is an empty line there).
+    pub bad_raw: Vec<u8>,
     pub lines: u64,
     pub blank: u64,
     /// Redeliveries a `convert` run already collapsed into these rows
     /// (their stored `redeliveries`); 0 for lines read here.
     pub collapsed: u64,
+}
+
+impl ParsedChunk {
+    /// Rejected lines, listed or not.
+    pub fn bad_count(&self) -> u64 {
+        self.bad.len() as u64 + self.bad_unlisted
+    }
+}
+
+/// What a chunk's parse keeps of its rejected lines.
+#[derive(Debug, Clone, Copy)]
+pub struct ChunkLimits {
+    /// Longer lines are rejected.
+    pub max_line: usize,
+    /// Rejected lines kept with their reason; the rest are only counted (a
+    /// log of nothing but bad lines must not cost more than its size).
+    pub max_bad: usize,
+    /// Keep every rejected line's bytes (for `--bad-lines`).
+    pub keep_raw: bool,
+}
+
+impl ChunkLimits {
+    /// A line cap, every rejected line listed, none kept verbatim.
+    pub fn lines(max_line: usize) -> ChunkLimits {
+        ChunkLimits {
+            max_line,
+            max_bad: usize::MAX,
+            keep_raw: false,
+        }
+    }
 }
 
 /// Global input order: file index in the high bits, line (or row) below.
@@ -122,12 +157,18 @@ pub fn read_chunks(
     pool: &BufferPool,
     send: &mut dyn FnMut(Chunk),
 ) -> Option<String> {
-    let file = match std::fs::File::open(&input.path) {
-        Ok(f) => f,
-        Err(e) => return Some(format!("cannot open: {e}")),
+    let source: Box<dyn Read + Send> = match &input.stream {
+        Some(stream) => match stream.take() {
+            Some(r) => r,
+            None => return Some("already read (a stream can be read only once)".into()),
+        },
+        None => match std::fs::File::open(&input.path) {
+            Ok(f) => Box::new(f),
+            Err(e) => return Some(format!("cannot open: {e}")),
+        },
     };
     let counting = Counting {
-        inner: BufReader::with_capacity(1 << 20, file),
+        inner: BufReader::with_capacity(1 << 20, source),
         count: progress,
         total: 0,
     };
@@ -296,17 +337,23 @@ impl Cutter {
 pub fn parse_chunk(
     chunk: &Chunk,
     src_file: Arc<str>,
-    max_line: usize,
+    limits: ChunkLimits,
     opts: NormalizeOptions,
     shape: &mut ChunkShape,
 ) -> ParsedChunk {
+    let max_line = limits.max_line;
     let mut builders = EventBuilders::for_chunk(src_file, chunk.data.len(), shape);
     let mut keys = Vec::with_capacity(chunk.data.len() / 400);
-    let mut bad = Vec::new();
+    let mut bad = Rejected {
+        kept: Vec::new(),
+        unlisted: 0,
+        raw: Vec::new(),
+        limits,
+    };
     let (mut lines, mut blank) = (0u64, 0u64);
     if let Some((line, len)) = chunk.oversized {
         lines += 1;
-        bad.push(BadLine {
+        bad.push(&[], || BadLine {
             seq: seq_of(chunk.file_idx, line),
             line,
             reason: format!(
@@ -315,7 +362,6 @@ pub fn parse_chunk(
             excerpt: String::new(),
             id: None,
             type_: None,
-            raw: Vec::new(),
             src_file: None,
         });
     }
@@ -330,43 +376,39 @@ pub fn parse_chunk(
         }
         lines += 1;
         let seq = seq_of(chunk.file_idx, this);
-        let reject = |reason: String, id: Option<String>, type_: Option<String>| BadLine {
-            seq,
-            line: this,
-            // A reason quotes the offending value; a hostile one can be huge.
-            reason: clip(&reason, MAX_REASON_CHARS).into_owned(),
-            excerpt: excerpt(raw),
-            id,
-            type_,
-            raw: raw.to_vec(),
-            src_file: None,
+        // Built only for a line that is listed.
+        let reject = |reason: String, id: Option<String>, type_: Option<String>| {
+            move || BadLine {
+                seq,
+                line: this,
+                // A reason quotes the offending value; a hostile one can be huge.
+                reason: clip(&reason, MAX_REASON_CHARS).into_owned(),
+                excerpt: excerpt(raw),
+                id,
+                type_,
+                src_file: None,
+            }
         };
         if raw.len() > max_line {
-            bad.push(reject(
-                format!(
-                    "line of {} bytes exceeds the {max_line}-byte cap (--max-line-bytes)",
-                    raw.len()
-                ),
-                None,
-                None,
-            ));
+            let reason = format!(
+                "line of {} bytes exceeds the {max_line}-byte cap (--max-line-bytes)",
+                raw.len()
+            );
+            bad.push(raw, reject(reason, None, None));
             continue;
         }
         // SIMD validation for the common case; std's for where it broke.
         let text = match simdutf8::basic::from_utf8(raw).or_else(|_| std::str::from_utf8(raw)) {
             Ok(t) => t,
             Err(e) => {
-                bad.push(reject(
-                    format!("invalid UTF-8 at byte {}", e.valid_up_to()),
-                    None,
-                    None,
-                ));
+                let reason = format!("invalid UTF-8 at byte {}", e.valid_up_to());
+                bad.push(raw, reject(reason, None, None));
                 continue;
             }
         };
         match parse_line(text, seq, this as i64, opts, |row| builders.push(row)) {
             Ok(p) => keys.push((p.id_hash, p.content_hash)),
-            Err(r) => bad.push(reject(r.reason, r.id, r.type_)),
+            Err(r) => bad.push(raw, reject(r.reason, r.id, r.type_)),
         }
     }
     if let Some(measured) = builders.shape() {
@@ -377,10 +419,34 @@ pub fn parse_chunk(
         chunk_idx: chunk.chunk_idx,
         events: ChunkRows::Building(Box::new(builders)),
         keys,
-        bad,
+        bad: bad.kept,
+        bad_unlisted: bad.unlisted,
+        bad_raw: bad.raw,
         lines,
         blank,
         collapsed: 0,
+    }
+}
+
+/// A chunk's rejected lines as they are found.
+struct Rejected {
+    kept: Vec<BadLine>,
+    unlisted: u64,
+    raw: Vec<u8>,
+    limits: ChunkLimits,
+}
+
+impl Rejected {
+    fn push(&mut self, raw: &[u8], line: impl FnOnce() -> BadLine) {
+        if self.limits.keep_raw {
+            self.raw.extend_from_slice(raw);
+            self.raw.push(b'\n');
+        }
+        if self.kept.len() < self.limits.max_bad {
+            self.kept.push(line());
+        } else {
+            self.unlisted += 1;
+        }
     }
 }
 
