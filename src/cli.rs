@@ -115,9 +115,13 @@ pub struct InputArgs {
     /// Reject lines longer than this many bytes (e.g. 16M).
     #[arg(long, value_parser = parse_line_cap, default_value = "16M")]
     pub max_line_bytes: u64,
-    /// Write the rejected lines, verbatim, to this file.
+    /// Write every rejected line, verbatim, to this file (`-`: stdout).
     #[arg(long, value_name = "FILE")]
     pub bad_lines: Option<PathBuf>,
+    /// Rejected lines listed per input in bad_lines and the report; the
+    /// rest are counted (default 1000; convert keeps every one).
+    #[arg(long, value_name = "N")]
+    pub max_bad_lines: Option<usize>,
     /// Memory for the query engine (e.g. 2G); beyond it, it spills to disk.
     #[arg(long, value_parser = parse_size)]
     pub memory_limit: Option<u64>,
@@ -134,7 +138,8 @@ pub struct AuditArgs {
     /// Report format.
     #[arg(long, default_value = "text", value_parser = ["text", "json", "jsonl", "md", "markdown", "html", "sarif"])]
     pub format: String,
-    /// Write the report here (atomically) instead of stdout.
+    /// Write the report here instead of stdout (a file is replaced
+    /// atomically; `-` is stdout).
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Run only rules whose id matches (glob, comma-separated: "orphan.*,token.*").
@@ -213,7 +218,8 @@ pub struct ReplayArgs {
     /// Output format.
     #[arg(long, default_value = "text", value_parser = ["text", "json", "html"])]
     pub format: String,
-    /// Write the replay here (atomically) instead of stdout.
+    /// Write the replay here instead of stdout (a file is replaced
+    /// atomically; `-` is stdout).
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Which runtime semantics the audit applies (for the findings).

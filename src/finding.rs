@@ -135,6 +135,10 @@ pub struct RuleMeta {
     pub explain: String,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// What one input contributed: the accounting identity per input.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InputSummary {
@@ -150,6 +154,10 @@ pub struct InputSummary {
     pub redeliveries: u64,
     /// Lines rejected into bad_lines.
     pub bad_lines: u64,
+    /// Of those, the ones past the first `--max-bad-lines` of the input:
+    /// counted, not listed in bad_lines or the report.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bad_lines_unlisted: u64,
     /// Whitespace-only lines, skipped (not part of the identity).
     pub blank_lines: u64,
     /// Set when the input could not be read to its end (e.g. a truncated
@@ -174,6 +182,7 @@ impl InputSummary {
             t.events += i.events;
             t.redeliveries += i.redeliveries;
             t.bad_lines += i.bad_lines;
+            t.bad_lines_unlisted += i.bad_lines_unlisted;
             t.blank_lines += i.blank_lines;
         }
         t

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod cluster;
 pub mod commands;
 pub mod engine;
+pub mod escape;
 pub mod finding;
 pub mod findings;
 pub mod ingest;

@@ -14,10 +14,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+mod bounded;
 mod files;
 mod interrupts;
 mod lines;
 mod reports;
+mod streams;
 mod values;
 
 const DEEP: usize = 100_000;

@@ -130,6 +130,7 @@ fn sample() -> Report {
                 bad_lines: 2,
                 blank_lines: 1,
                 error: None,
+                ..Default::default()
             },
             InputSummary {
                 path: b.into(),
@@ -141,6 +142,7 @@ fn sample() -> Report {
                 bad_lines: 1,
                 blank_lines: 0,
                 error: Some("truncated gzip stream <eof>\x1b[0m".into()),
+                ..Default::default()
             },
         ],
         span: Span {

@@ -2,7 +2,7 @@
 //! lines. Every non-blank line must be accounted for exactly once.
 #![no_main]
 
-use hvaudit::ingest::ndjson::{Chunk, parse_chunk};
+use hvaudit::ingest::ndjson::{Chunk, ChunkLimits, parse_chunk};
 use hvaudit::ingest::normalize::NormalizeOptions;
 use hvaudit::ingest::row::ChunkShape;
 use libfuzzer_sys::fuzz_target;
@@ -21,7 +21,7 @@ fuzz_target!(|data: &[u8]| {
     let parsed = parse_chunk(
         &chunk,
         Arc::from("fuzz.ndjson"),
-        max_line,
+        ChunkLimits::lines(max_line),
         NormalizeOptions::default(),
         &mut ChunkShape::default(),
     );

@@ -2,10 +2,9 @@
 
 use crate::audit::{AuditConfig, audit_in_place, audit_ingested, block_on};
 use crate::cli::AuditArgs;
-use crate::output::write_atomic;
+use crate::output::write_output;
 use crate::report::{self, Format};
 use crate::rules::catalog::Catalog;
-use std::io::Write;
 
 pub fn run(args: AuditArgs, quiet: bool) -> anyhow::Result<u8> {
     // An interrupt removes the report's temp file (see signals.rs).
@@ -26,26 +25,32 @@ pub fn run(args: AuditArgs, quiet: bool) -> anyhow::Result<u8> {
         progress: !quiet,
     };
     let catalog = cfg.catalog()?;
+    if let Some(out) = &args.output
+        && (args.in_place || args.cluster.is_some())
+    {
+        // The loaded path checks when it expands the inputs.
+        let (found, _) = crate::ingest::inputs::expand(&cfg.inputs)?;
+        crate::output::refuse_inputs(&[("-o", out)], &found)?;
+    }
+    if args.in_place {
+        let spill = cfg.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
+        super::report_stale(&spill, quiet, false);
+    }
     let report = match &args.cluster {
         Some(url) => on_cluster(&cfg, &catalog, url, quiet)?,
         None if args.in_place => block_on(audit_in_place(&cfg, &catalog))?,
         None => {
-            let ingested = super::load(&args.input, quiet)?;
+            let outputs: Vec<(&str, &std::path::Path)> =
+                args.output.iter().map(|p| ("-o", p.as_path())).collect();
+            let ingested = super::load(&args.input, quiet, &outputs, super::MAX_BAD_LINES)?;
             block_on(audit_ingested(&cfg, &catalog, &ingested))?
         }
     };
     for (rule, error) in &report.rule_errors {
         eprintln!("hvaudit: rule {rule} failed: {error}");
     }
-    match &args.output {
-        Some(path) => write_atomic(path, |w| report::render(&report, format, w))?,
-        None => {
-            let stdout = std::io::stdout();
-            let mut out = stdout.lock();
-            report::render(&report, format, &mut out)?;
-            out.flush()?;
-        }
-    }
+    let path = args.output.as_deref().unwrap_or(std::path::Path::new("-"));
+    write_output(path, |w| report::render(&report, format, w))?;
     if !report.rule_errors.is_empty() {
         // A rule that could not run means the audit is incomplete.
         return Ok(2);

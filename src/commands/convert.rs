@@ -25,7 +25,9 @@ const ROW_GROUP_ROWS: usize = 128 * 1024;
 
 pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
     crate::signals::install();
-    let mut ingested = super::load(&args.input, quiet)?;
+    // The archive keeps every rejected line unless told otherwise.
+    let outputs = [("-o", args.output.as_path())];
+    let mut ingested = super::load(&args.input, quiet, &outputs, usize::MAX)?;
     if args.shard > 0 {
         shift_seqs(&mut ingested, args.shard)?;
     }
@@ -94,6 +96,7 @@ pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
             ));
         }
     }
+    sweep(out, single, quiet);
     write_all(&plan, &run_id)?;
     if !quiet {
         eprintln!(
@@ -103,6 +106,26 @@ pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
         );
     }
     Ok(0)
+}
+
+/// Remove what killed runs left where this one writes: the output file's
+/// directory, or every directory of the output tree (a run of other days
+/// wrote elsewhere in it).
+fn sweep(out: &Path, single: bool, quiet: bool) {
+    if single {
+        let dir = out.parent().filter(|p| !p.as_os_str().is_empty());
+        super::report_stale(dir.unwrap_or(Path::new(".")), quiet, true);
+        return;
+    }
+    let dirs = walkdir::WalkDir::new(out)
+        .max_depth(3)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_dir());
+    for d in dirs {
+        super::report_stale(d.path(), quiet, true);
+    }
 }
 
 /// Bits of a seq below the shard number: file index (12 bits) and line.

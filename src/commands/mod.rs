@@ -10,30 +10,58 @@ pub mod sql;
 pub mod synth;
 
 use crate::cli::InputArgs;
-use crate::ingest::{IngestOptions, Ingested, ingest};
-use crate::output::write_atomic;
+use crate::ingest::{IngestOptions, Ingested, ingest_inputs_into, inputs};
+use crate::output::{Output, refuse_inputs};
+use std::path::Path;
+
+/// Rejected lines listed per input by default (the rest are counted).
+pub const MAX_BAD_LINES: usize = 1000;
 
 /// Read the inputs named on the command line, with the shared options.
-pub fn load(args: &InputArgs, quiet: bool) -> anyhow::Result<Ingested> {
+/// `outputs` are the command's output files (option, path): none may be
+/// one of the inputs. `max_bad_default` is the command's number of rejected
+/// lines listed per input when `--max-bad-lines` is not given.
+pub fn load(
+    args: &InputArgs,
+    quiet: bool,
+    outputs: &[(&str, &Path)],
+    max_bad_default: usize,
+) -> anyhow::Result<Ingested> {
     let opts = IngestOptions {
         token_format: args.token_format.into(),
         max_line_bytes: usize::try_from(args.max_line_bytes).unwrap_or(usize::MAX),
         keep_bad_raw: args.bad_lines.is_some(),
+        max_bad_lines: args.max_bad_lines.unwrap_or(max_bad_default),
         ..Default::default()
     };
-    let bar = crate::progress::ingest_bar(quiet, &args.paths, &opts.progress);
-    let ingested = ingest(&args.paths, &opts)?;
-    drop(bar);
+    let (found, skipped) = inputs::expand(&args.paths)?;
+    let mut outputs = outputs.to_vec();
     if let Some(path) = &args.bad_lines {
-        write_atomic(path, |w| {
-            for line in &ingested.bad_raw {
-                w.write_all(line)?;
-                w.write_all(b"\n")?;
-            }
-            Ok(())
-        })?;
+        outputs.push(("--bad-lines", path));
     }
-    if !quiet {
+    refuse_inputs(&outputs, &found)?;
+    let mut bad_out = args.bad_lines.as_deref().map(Output::create).transpose()?;
+    let bar = crate::progress::ingest_bar(quiet, &found, &opts.progress);
+    let ingested = ingest_inputs_into(&found, skipped, &opts, bad_out.as_mut().map(Output::writer))
+        .map_err(|e| {
+            let path = args.bad_lines.as_deref().unwrap_or(Path::new("-"));
+            anyhow::anyhow!("cannot write --bad-lines {}: {e}", inputs::shown_path(path))
+        })?;
+    drop(bar);
+    if let Some(out) = bad_out {
+        out.finish()?;
+    }
+    if quiet {
+        // The summary is off, but an input that could not be read whole
+        // is still said.
+        for i in ingested.inputs.iter().filter(|i| i.error.is_some()) {
+            eprintln!(
+                "hvaudit: warning: {}: {}",
+                i.path,
+                i.error.as_deref().unwrap_or_default()
+            );
+        }
+    } else {
         eprint!("{}", accounting(&ingested));
     }
     Ok(ingested)
@@ -70,11 +98,46 @@ pub fn accounting(ing: &Ingested) -> String {
         ));
     }
     line(&mut out, &ing.total());
+    if let [only] = ing.inputs.as_slice()
+        && let Some(e) = &only.error
+    {
+        // The total line carries no input's error: say it here.
+        out.push_str(&format!("    warning: {}: {e}\n", only.path));
+    }
     for s in &ing.skipped {
         out.push_str(&format!("  skipped {}: {}\n", s.path, s.reason));
     }
-    if ing.total().bad_lines > 0 {
+    let total = ing.total();
+    if total.bad_lines > 0 {
         out.push_str("  rejected lines are in the bad_lines table (hvaudit sql ... -e 'SELECT * FROM bad_lines')\n");
     }
+    if total.bad_lines_unlisted > 0 {
+        out.push_str(&format!(
+            "  {} of them are counted but not listed (past the first of each input, --max-bad-lines); \
+             --bad-lines FILE writes every one\n",
+            total.bad_lines_unlisted
+        ));
+    }
     out
+}
+
+/// Remove the temp files a killed run of ours left in `dir` and say so;
+/// with `list_foreign`, list those that another host's run may be writing.
+pub fn report_stale(dir: &Path, quiet: bool, list_foreign: bool) {
+    let stale = crate::signals::sweep_stale(dir);
+    for p in &stale.removed {
+        if !quiet {
+            eprintln!(
+                "hvaudit: removed {}, left by an interrupted run",
+                inputs::shown_path(p)
+            );
+        }
+    }
+    for p in stale.kept.iter().filter(|_| list_foreign) {
+        eprintln!(
+            "hvaudit: note: {} is a temp file of another host's run (or an older \
+             version's); remove it if no run is writing there",
+            inputs::shown_path(p)
+        );
+    }
 }

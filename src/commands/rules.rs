@@ -65,7 +65,6 @@ fn lint(dir: &std::path::Path) -> anyhow::Result<u8> {
         bad_lines: Vec::new(),
         inputs: Vec::new(),
         skipped: Vec::new(),
-        bad_raw: Vec::new(),
     };
     let failed = block_on(async {
         let ctx = engine::session(&EngineOptions::default())?;

@@ -35,7 +35,7 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
                 ctx
             }
             None => {
-                let ingested = super::load(&args.input, quiet)?;
+                let ingested = super::load(&args.input, quiet, &[], super::MAX_BAD_LINES)?;
                 let ctx = local()?;
                 engine::register_tables(&ctx, &ingested)?;
                 ctx
@@ -56,6 +56,9 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
         match script {
             Some(s) => {
                 for stmt in split_statements(&s) {
+                    if crate::output::stdout_closed() {
+                        break; // the reader went away (`| head`)
+                    }
                     run_query(&ctx, &stmt, args.format).await?;
                 }
                 Ok(0)
@@ -129,11 +132,7 @@ async fn run_query(ctx: &SessionContext, sql: &str, format: SqlFormat) -> anyhow
         .collect()
         .await
         .map_err(|e| anyhow::anyhow!("query failed: {e}"))?;
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    write_batches(&batches, format, &mut out)?;
-    out.flush()?;
-    Ok(())
+    crate::output::to_stdout(|out| write_batches(&batches, format, out))
 }
 
 /// Render query results in the chosen format.
@@ -144,10 +143,16 @@ pub fn write_batches(
 ) -> anyhow::Result<()> {
     use datafusion::arrow::{csv, json, util::pretty};
     match format {
-        SqlFormat::Table => writeln!(out, "{}", pretty::pretty_format_batches(batches)?)?,
+        SqlFormat::Table => {
+            // Log values can carry terminal controls and invisible
+            // characters: shown escaped, so they neither act nor hide.
+            let shown = map_text(batches, |v| crate::escape::visible(v).into_owned())?;
+            writeln!(out, "{}", pretty::pretty_format_batches(&shown)?)?
+        }
         SqlFormat::Csv => {
+            let safe = map_text(batches, defuse_formula)?;
             let mut w = csv::WriterBuilder::new().with_header(true).build(out);
-            for b in batches {
+            for b in &safe {
                 w.write(b)?;
             }
         }
@@ -170,6 +175,64 @@ pub fn write_batches(
         }
     }
     Ok(())
+}
+
+/// A spreadsheet runs a cell that starts with `=`, `+`, `-`, `@`, a tab or a
+/// carriage return as a formula (`=HYPERLINK(...)` from a hostile log line):
+/// such a cell gets a leading `'`, as OWASP advises for CSV exports.
+fn defuse_formula(v: &str) -> String {
+    if v.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{v}")
+    } else {
+        v.to_string()
+    }
+}
+
+/// The batches with every text column (categories included) passed through
+/// `f`; other columns as they are.
+fn map_text(
+    batches: &[RecordBatch],
+    f: impl Fn(&str) -> String,
+) -> anyhow::Result<Vec<RecordBatch>> {
+    use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray};
+    use datafusion::arrow::compute::cast;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let is_text = |t: &DataType| match t {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
+        DataType::Dictionary(_, v) => {
+            matches!(
+                **v,
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            )
+        }
+        _ => false,
+    };
+    let mut out = Vec::with_capacity(batches.len());
+    for b in batches {
+        let mut fields = Vec::with_capacity(b.num_columns());
+        let mut cols: Vec<ArrayRef> = Vec::with_capacity(b.num_columns());
+        for (field, col) in b.schema().fields().iter().zip(b.columns()) {
+            if !is_text(col.data_type()) {
+                fields.push(field.as_ref().clone());
+                cols.push(Arc::clone(col));
+                continue;
+            }
+            let text = cast(col, &DataType::Utf8)?;
+            let text = text.as_string::<i32>();
+            let mapped: StringArray = (0..text.len())
+                .map(|r| (!text.is_null(r)).then(|| f(text.value(r))))
+                .collect();
+            fields.push(Field::new(
+                field.name(),
+                DataType::Utf8,
+                field.is_nullable(),
+            ));
+            cols.push(Arc::new(mapped));
+        }
+        out.push(RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)?);
+    }
+    Ok(out)
 }
 
 /// A prompt with history and multi-line input: a statement ends at ';'.

@@ -381,7 +381,7 @@ mod tests {
         ndjson::parse_chunk(
             &chunk,
             "t".into(),
-            1 << 20,
+            ndjson::ChunkLimits::lines(1 << 20),
             opts,
             &mut ChunkShape::default(),
         )

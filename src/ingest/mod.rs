@@ -39,6 +39,9 @@ pub struct IngestOptions {
     pub threads: usize,
     /// Keep rejected lines verbatim (for `--bad-lines FILE`).
     pub keep_bad_raw: bool,
+    /// Rejected lines listed per input (in `bad_lines` and the report);
+    /// the rest are counted. `--bad-lines FILE` still gets every one.
+    pub max_bad_lines: usize,
     /// Bytes read so far across inputs, for a progress bar.
     pub progress: Arc<AtomicU64>,
 }
@@ -50,6 +53,7 @@ impl Default for IngestOptions {
             max_line_bytes: ndjson::DEFAULT_MAX_LINE_BYTES,
             threads: 0,
             keep_bad_raw: false,
+            max_bad_lines: usize::MAX,
             progress: Arc::default(),
         }
     }
@@ -63,6 +67,15 @@ impl IngestOptions {
             n => n,
         }
     }
+
+    /// What a chunk's parse keeps of its rejected lines.
+    pub fn chunk_limits(&self) -> ndjson::ChunkLimits {
+        ndjson::ChunkLimits {
+            max_line: self.max_line_bytes,
+            max_bad: self.max_bad_lines,
+            keep_raw: self.keep_bad_raw,
+        }
+    }
 }
 
 /// The normalized tables and the accounting of how they were made.
@@ -73,8 +86,6 @@ pub struct Ingested {
     pub inputs: Vec<InputSummary>,
     /// Paths inside directories or globs that could not be used.
     pub skipped: Vec<Skipped>,
-    /// Rejected lines verbatim, in input order (only with keep_bad_raw).
-    pub bad_raw: Vec<Vec<u8>>,
 }
 
 impl Ingested {
@@ -91,6 +102,18 @@ pub fn ingest(paths: &[PathBuf], opts: &IngestOptions) -> Result<Ingested, Input
 
 /// Read already expanded inputs.
 pub fn ingest_inputs(inputs: &[Input], skipped: Vec<Skipped>, opts: &IngestOptions) -> Ingested {
+    ingest_inputs_into(inputs, skipped, opts, None).expect("no bad-lines writer, no write error")
+}
+
+/// Read already expanded inputs, writing every rejected line verbatim to
+/// `bad_out` as it is found, in input order (with `keep_bad_raw`). Fails
+/// only when writing there fails.
+pub fn ingest_inputs_into(
+    inputs: &[Input],
+    skipped: Vec<Skipped>,
+    opts: &IngestOptions,
+    mut bad_out: Option<&mut dyn std::io::Write>,
+) -> std::io::Result<Ingested> {
     let threads = opts.worker_threads();
     let started = std::time::Instant::now();
     let mut read_errors: Vec<Option<String>> = vec![None; inputs.len()];
@@ -125,8 +148,12 @@ pub fn ingest_inputs(inputs: &[Input], skipped: Vec<Skipped>, opts: &IngestOptio
     chunks.sort_by_key(|c| (c.file_idx, c.chunk_idx));
     let parquet_events: usize = chunks.iter().map(|c| c.keys.len()).sum();
     let mut deduper = dedup::Deduper::with_capacity(expected_events(inputs) + parquet_events);
+    // Rejected lines still to be listed, per file index.
+    let mut listable = BadLineQuota::new(opts.max_bad_lines);
+    let mut write_error: Option<std::io::Error> = None;
     for chunk in &mut chunks {
         deduper.push(chunk);
+        listable.apply(chunk);
     }
     std::thread::scope(|scope| {
         let (chunk_tx, chunk_rx) = mpsc::sync_channel::<(u64, ndjson::Chunk)>(threads * 2);
@@ -144,7 +171,7 @@ pub fn ingest_inputs(inputs: &[Input], skipped: Vec<Skipped>, opts: &IngestOptio
                     let input_idx = ndjson_inputs[(chunk.file_idx - file_offset) as usize].0;
                     let name = Arc::clone(&names[input_idx]);
                     let parsed =
-                        ndjson::parse_chunk(&chunk, name, opts.max_line_bytes, norm, &mut shape);
+                        ndjson::parse_chunk(&chunk, name, opts.chunk_limits(), norm, &mut shape);
                     pool.give(chunk.data);
                     if tx.send((order, parsed)).is_err() {
                         break;
@@ -182,20 +209,35 @@ pub fn ingest_inputs(inputs: &[Input], skipped: Vec<Skipped>, opts: &IngestOptio
         for (order, parsed) in out_rx.iter() {
             waiting.insert(order, parsed);
             while let Some(mut parsed) = waiting.remove(&next) {
-                deduper.push(&mut parsed);
+                take_chunk(
+                    &mut parsed,
+                    &mut deduper,
+                    &mut listable,
+                    &mut bad_out,
+                    &mut write_error,
+                );
                 chunks.push(parsed);
                 next += 1;
             }
         }
         // Only a worker that died could leave a gap; keep what came anyway.
         for (_, mut parsed) in waiting {
-            deduper.push(&mut parsed);
+            take_chunk(
+                &mut parsed,
+                &mut deduper,
+                &mut listable,
+                &mut bad_out,
+                &mut write_error,
+            );
             chunks.push(parsed);
         }
         for (idx, err) in reader.join().expect("reader thread does not panic") {
             read_errors[idx] = err;
         }
     });
+    if let Some(e) = write_error {
+        return Err(e);
+    }
     crate::progress::timing("ingest", "parse", started);
     let started = std::time::Instant::now();
     let deduped = deduper.finish();
@@ -208,15 +250,60 @@ pub fn ingest_inputs(inputs: &[Input], skipped: Vec<Skipped>, opts: &IngestOptio
             parquet::input_of(inputs, file_idx)
         }
     };
-    assemble(
+    Ok(assemble(
         inputs,
         skipped,
         chunks,
         deduped,
         read_errors,
         input_of,
-        opts,
-    )
+    ))
+}
+
+/// One parsed chunk, in input order: its redeliveries collapsed, its
+/// rejected lines written out and capped.
+fn take_chunk(
+    parsed: &mut ParsedChunk,
+    deduper: &mut dedup::Deduper,
+    listable: &mut BadLineQuota,
+    bad_out: &mut Option<&mut dyn std::io::Write>,
+    write_error: &mut Option<std::io::Error>,
+) {
+    deduper.push(parsed);
+    listable.apply(parsed);
+    let raw = std::mem::take(&mut parsed.bad_raw);
+    if let Some(out) = bad_out.as_deref_mut()
+        && write_error.is_none()
+        && let Err(e) = out.write_all(&raw)
+    {
+        *write_error = Some(e);
+    }
+}
+
+/// The first `max` rejected lines of each input are listed; the rest only
+/// counted.
+struct BadLineQuota {
+    max: usize,
+    listed: std::collections::HashMap<u32, usize>,
+}
+
+impl BadLineQuota {
+    fn new(max: usize) -> Self {
+        BadLineQuota {
+            max,
+            listed: Default::default(),
+        }
+    }
+
+    fn apply(&mut self, chunk: &mut ParsedChunk) {
+        let listed = self.listed.entry(chunk.file_idx).or_default();
+        let room = self.max - *listed;
+        if chunk.bad.len() > room {
+            chunk.bad_unlisted += (chunk.bad.len() - room) as u64;
+            chunk.bad.truncate(room);
+        }
+        *listed += chunk.bad.len();
+    }
 }
 
 /// Distinct events to expect, for sizing the redelivery table once: about
@@ -241,7 +328,6 @@ fn assemble(
     deduped: dedup::Outcome,
     read_errors: Vec<Option<String>>,
     input_of: impl Fn(u32) -> usize,
-    opts: &IngestOptions,
 ) -> Ingested {
     let mut summaries: Vec<InputSummary> = inputs
         .iter()
@@ -262,7 +348,8 @@ fn assemble(
         s.blank_lines += chunk.blank;
         s.events += events;
         s.redeliveries += redeliveries + chunk.collapsed;
-        s.bad_lines += chunk.bad.len() as u64;
+        s.bad_lines += chunk.bad_count();
+        s.bad_lines_unlisted += chunk.bad_unlisted;
         let name = inputs[input_of(chunk.file_idx)].display.as_str();
         bad.extend(
             chunk
@@ -283,18 +370,12 @@ fn assemble(
         .filter(|b| b.num_rows() > 0)
         .collect();
     crate::progress::timing("ingest", "evidence", started);
-    let bad_raw = if opts.keep_bad_raw {
-        bad.iter().map(|(_, b)| b.raw.clone()).collect()
-    } else {
-        Vec::new()
-    };
     Ingested {
         events,
         evidence,
         bad_lines: bad_lines_batch(&bad).into_iter().collect(),
         inputs: summaries,
         skipped,
-        bad_raw,
     }
 }
 

@@ -392,13 +392,13 @@ pub fn read_all(inputs: &[Input], opts: &IngestOptions) -> ParquetRead {
                     ndjson::parse_chunk(
                         &chunk,
                         Arc::from(input.display.as_str()),
-                        opts.max_line_bytes,
+                        opts.chunk_limits(),
                         norm,
                         &mut shape,
                     )
                 }
             };
-            row += parsed.events.len() as u64 + parsed.bad.len() as u64;
+            row += parsed.events.len() as u64 + parsed.bad_count();
             out.chunks.push(parsed);
         }
     }
@@ -476,6 +476,8 @@ fn converted_events(batch: RecordBatch, file_idx: u32, chunk_idx: u32) -> Parsed
         events: ChunkRows::Built(share_empty_columns(batch)),
         keys,
         bad: Vec::new(),
+        bad_unlisted: 0,
+        bad_raw: Vec::new(),
         lines,
         blank: 0,
         collapsed,
@@ -513,7 +515,6 @@ fn converted_bad_lines(batch: &RecordBatch, file_idx: u32, chunk_idx: u32) -> Pa
             excerpt: excerpt.value(r).to_string(),
             id: opt(&id, r),
             type_: opt(&type_, r),
-            raw: Vec::new(),
             src_file: Some(Arc::from(file.value(r))),
         })
         .collect::<Vec<_>>();
@@ -524,6 +525,8 @@ fn converted_bad_lines(batch: &RecordBatch, file_idx: u32, chunk_idx: u32) -> Pa
         keys: Vec::new(),
         lines: bad.len() as u64,
         bad,
+        bad_unlisted: 0,
+        bad_raw: Vec::new(),
         blank: 0,
         collapsed: 0,
     }

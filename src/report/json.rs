@@ -118,8 +118,14 @@ struct AccountingJson {
     events: u64,
     redeliveries: u64,
     bad_lines: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    bad_lines_unlisted: u64,
     blank_lines: u64,
     identity_holds: bool,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl AccountingJson {
@@ -130,6 +136,7 @@ impl AccountingJson {
             events: i.events,
             redeliveries: i.redeliveries,
             bad_lines: i.bad_lines,
+            bad_lines_unlisted: i.bad_lines_unlisted,
             blank_lines: i.blank_lines,
             identity_holds,
         }

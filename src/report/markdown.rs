@@ -69,6 +69,10 @@ fn inputs(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         total.bad_lines,
         identity_word(holds)
     )?;
+    if total.bad_lines_unlisted > 0 {
+        writeln!(out)?;
+        writeln!(out, "{}", md(&super::unlisted_note(&total)))?;
+    }
     writeln!(out)
 }
 

@@ -16,6 +16,15 @@ use std::str::FromStr;
 
 pub use text::{TextOptions, render_text};
 
+/// The line that says some rejected lines are counted but not listed.
+fn unlisted_note(total: &crate::InputSummary) -> String {
+    format!(
+        "{} bad lines are counted but not listed (only the first of each input are, \
+         --max-bad-lines); --bad-lines FILE writes every one",
+        total.bad_lines_unlisted
+    )
+}
+
 /// An output format of `hvaudit audit`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -114,34 +123,8 @@ fn file_line(file: &str, line: u64) -> String {
     format!("{file}:{line}")
 }
 
-/// Replaces every control character a terminal or viewer could act on (C0,
-/// DEL, C1, bidi overrides, line separators) by a visible escape, so a log
-/// line cannot move the cursor, recolor, retitle or reorder the display.
-pub(crate) fn clean(s: &str) -> std::borrow::Cow<'_, str> {
-    fn is_control(c: char) -> bool {
-        c.is_control()
-            || matches!(
-                c,
-                '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{2028}' | '\u{2029}'
-            )
-            || ('\u{202a}'..='\u{202e}').contains(&c)
-            || ('\u{2066}'..='\u{2069}').contains(&c)
-    }
-    if !s.chars().any(is_control) {
-        return s.into();
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if is_control(c) && (c as u32) < 0x100 => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c if is_control(c) => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.into()
-}
+/// Every character a terminal or viewer could act on (controls, bidi
+/// overrides, line separators) or that is invisible (zero-width and joiner
+/// characters, soft hyphen, byte order mark) as a visible escape: a log
+/// value can neither drive the display nor pass for another id.
+pub(crate) use crate::escape::visible as clean;

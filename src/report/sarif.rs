@@ -157,7 +157,8 @@ fn result(f: &Finding, rule_index: Option<usize>) -> sarif::Result {
     let mut res = sarif::Result::builder()
         .rule_id(f.rule.as_str())
         .level(level(f.severity))
-        .message(&f.message)
+        // Viewers show the message: hidden characters in ids made visible.
+        .message(super::clean(&f.message).as_ref())
         .locations(f.locations.iter().map(location).collect::<Vec<_>>())
         .partial_fingerprints(BTreeMap::from([(
             FINGERPRINT_KEY.to_string(),
@@ -237,7 +238,9 @@ fn location(l: &Location) -> sarif::Location {
     };
     let loc = sarif::Location::builder().physical_location(physical);
     match &l.event_id {
-        Some(e) => loc.message(format!("event {e}").as_str()).build(),
+        Some(e) => loc
+            .message(format!("event {}", super::clean(e)).as_str())
+            .build(),
         None => loc.build(),
     }
 }
@@ -301,14 +304,18 @@ fn artifacts(report: &Report) -> Vec<sarif::Artifact> {
 }
 
 fn accounting(i: &InputSummary, identity_holds: bool) -> Value {
-    json!({
+    let mut v = json!({
         "lines": i.lines,
         "events": i.events,
         "redeliveries": i.redeliveries,
         "badLines": i.bad_lines,
         "blankLines": i.blank_lines,
         "identityHolds": identity_holds,
-    })
+    });
+    if i.bad_lines_unlisted > 0 {
+        v["badLinesUnlisted"] = json!(i.bad_lines_unlisted);
+    }
+    v
 }
 
 fn bag<const N: usize>(props: [(&str, Value); N]) -> sarif::PropertyBag {

@@ -103,7 +103,11 @@ fn inputs(report: &Report, st: Style, out: &mut dyn Write) -> io::Result<()> {
             st.red("MISMATCH")
         },
         total.blank_lines
-    )
+    )?;
+    if total.bad_lines_unlisted > 0 {
+        writeln!(out, "{}", super::unlisted_note(&total))?;
+    }
+    Ok(())
 }
 
 fn overview(report: &Report, st: Style, out: &mut dyn Write) -> io::Result<()> {

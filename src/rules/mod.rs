@@ -133,12 +133,25 @@ async fn write_view(
         .set_statistics_enabled(EnabledStatistics::None)
         .set_max_row_group_row_count(Some(VIEW_ROW_GROUP))
         .build();
-    let mut rows = df.execute_stream().await?;
-    let mut writer = ArrowWriter::try_new(out, rows.schema(), Some(props))?;
-    while let Some(batch) = rows.next().await {
-        writer.write(&batch?)?;
+    let written: datafusion::error::Result<()> = async {
+        let mut rows = df.execute_stream().await?;
+        let mut writer = ArrowWriter::try_new(out, rows.schema(), Some(props))?;
+        while let Some(batch) = rows.next().await {
+            writer.write(&batch?)?;
+        }
+        writer.close()?;
+        Ok(())
     }
-    writer.close()?;
+    .await;
+    // A failed write (a full disk) names the directory; a failed query
+    // stays as it is.
+    written.map_err(|e| match e.to_string() {
+        m if m.contains("os error") => DataFusionError::Execution(format!(
+            "cannot write view {name} in {}: {m} (choose another --spill-dir)",
+            files.dir.display()
+        )),
+        _ => e,
+    })?;
     let path = temp.path().to_str().map(str::to_owned).ok_or_else(|| {
         DataFusionError::Execution(format!(
             "cannot read view {name} back from {}: the path is not UTF-8 (choose another --spill-dir)",
@@ -199,6 +212,26 @@ pub async fn run(
                 .position(|job| deps.of_job(*job).iter().all(|&v| view_results[v].is_some()));
             let Some(ready) = ready else { break };
             let job = pending.remove(ready);
+            // A view it reads failed: it would only fail with "table not
+            // found"; say which view instead.
+            let failed_view = deps
+                .of_job(job)
+                .iter()
+                .find(|&&v| matches!(view_results[v], Some(Err(_))));
+            if let Some(&v) = failed_view {
+                let e = DataFusionError::Plan(format!(
+                    "not run: it reads view {}, which failed",
+                    catalog.views[v].name
+                ));
+                match job {
+                    Job::View(i) => view_results[i] = Some(Err(e)),
+                    Job::Rule(i) => {
+                        progress.inc(1);
+                        rule_results[i] = Some(Err(e));
+                    }
+                }
+                continue;
+            }
             // A task of its own: a one-partition query runs entirely in the
             // task that polls it, so jobs polled together would share a core.
             let ctx = ctx.clone();
@@ -248,7 +281,7 @@ pub async fn run(
     let mut errors = Vec::new();
     for (v, result) in catalog.views.iter().zip(view_results) {
         if let Err(e) = result.unwrap_or_else(|| Err(cycle())) {
-            errors.push((v.file.clone(), e.to_string()));
+            errors.push((v.file.clone(), with_hint(&e.to_string())));
         }
     }
     let mut rows = Vec::new();
@@ -257,7 +290,7 @@ pub async fn run(
             // The first rule with rows hands its vector over (no copy).
             Ok(added) if rows.is_empty() => rows = added,
             Ok(mut added) => rows.append(&mut added),
-            Err(e) => errors.push((rule.meta.id.clone(), e.to_string())),
+            Err(e) => errors.push((rule.meta.id.clone(), with_hint(&e.to_string()))),
         }
     }
     let strings = Arc::try_unwrap(strings)
@@ -279,6 +312,19 @@ pub async fn run(
                 errors,
             }
         }
+    }
+}
+
+/// A query error with what to do when the cause is a full disk (spill
+/// files and in-place views are written to the spill directory).
+fn with_hint(e: &str) -> String {
+    if e.contains("os error 28") || e.contains("No space left on device") {
+        format!(
+            "{e}; the disk holding the spill directory is full: free space there or choose \
+             another with --spill-dir"
+        )
+    } else {
+        e.to_string()
     }
 }
 

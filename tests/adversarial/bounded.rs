@@ -1,0 +1,154 @@
+//! Memory an input can make the audit hold: a log of nothing but bad lines
+//! must cost about what a log of good lines of its size does, not a report
+//! and a table row per line.
+
+use super::*;
+
+/// A log of `n` one-byte bad lines between two good events.
+fn junk(dir: &Path, name: &str, n: usize) -> PathBuf {
+    let mut bytes = numbered("good", 1);
+    bytes.reserve(2 * n);
+    for _ in 0..n {
+        bytes.extend_from_slice(b"x\n");
+    }
+    bytes.extend_from_slice(&numbered("late", 1));
+    write(dir, name, &bytes)
+}
+
+/// Run the binary to its end and return its exit code and peak resident
+/// memory (VmHWM, read from /proc while it runs).
+fn peak_rss(args: &[&std::ffi::OsStr]) -> (i32, u64) {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("hvaudit"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak = 0u64;
+    let started = Instant::now();
+    loop {
+        if let Ok(s) = std::fs::read_to_string(&status) {
+            let hwm = s
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
+            peak = peak.max(hwm.unwrap_or(0) * 1024);
+        }
+        if let Some(st) = child.try_wait().unwrap() {
+            return (st.code().unwrap_or(-1), peak);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "{args:?} did not end"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn bad_lines_are_listed_up_to_a_cap_and_every_one_is_kept_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = junk(dir.path(), "junk.ndjson", 5_000);
+    let all = dir.path().join("all-bad.ndjson");
+    let (_, out, err) = run_ok(
+        &[
+            os("audit"),
+            os("--format"),
+            os("json"),
+            os("--bad-lines"),
+            all.as_os_str(),
+            log.as_os_str(),
+        ],
+        &[0, 1],
+    );
+    let report: Value = serde_json::from_str(&out).unwrap();
+    let listed = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == "envelope.invalid")
+        .count();
+    assert_eq!(listed, 1000, "the first 1000 bad lines are findings");
+    let acc = &report["accounting"];
+    assert_eq!(acc["bad_lines"], 5000, "{acc}");
+    assert_eq!(acc["bad_lines_unlisted"], 4000, "{acc}");
+    assert_eq!(acc["identity_holds"], true, "{acc}");
+    assert!(
+        err.contains("4000 of them are counted but not listed"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&all).unwrap(),
+        b"x\n".repeat(5000),
+        "--bad-lines keeps every one"
+    );
+    // The cap is an option, and the later good line is still audited.
+    let (_, out, _) = run_ok(
+        &[
+            os("sql"),
+            os("-q"),
+            os("--max-bad-lines"),
+            os("10"),
+            os("--format"),
+            os("csv"),
+            os("-e"),
+            os("SELECT (SELECT count(*) FROM bad_lines) AS b, (SELECT count(*) FROM events) AS e"),
+            log.as_os_str(),
+        ],
+        &[0],
+    );
+    assert_eq!(out, "b,e\n10,2\n");
+    // convert, the archive, keeps every one unless told otherwise.
+    let pq = dir.path().join("pq");
+    run_ok(
+        &[
+            os("convert"),
+            os("-q"),
+            os("-o"),
+            pq.as_os_str(),
+            log.as_os_str(),
+        ],
+        &[0],
+    );
+    let (_, out, _) = run_ok(
+        &[
+            os("sql"),
+            os("-q"),
+            os("--format"),
+            os("csv"),
+            os("-e"),
+            os("SELECT count(*) AS b FROM bad_lines"),
+            os("--in-place"),
+            pq.as_os_str(),
+        ],
+        &[0],
+    );
+    assert_eq!(out, "b\n5000\n");
+}
+
+#[test]
+fn a_log_of_bad_lines_costs_no_more_memory_at_four_times_its_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = junk(dir.path(), "small.ndjson", 500_000);
+    let large = junk(dir.path(), "large.ndjson", 2_000_000);
+    let audit = |p: &PathBuf| {
+        let (code, peak) = peak_rss(&[
+            os("audit"),
+            os("-q"),
+            os("--format"),
+            os("json"),
+            p.as_os_str(),
+        ]);
+        assert!(code == 0 || code == 1, "exit {code}");
+        peak
+    };
+    let (a, b) = (audit(&small), audit(&large));
+    // Before the cap each bad line held a table row and a finding: the 4x
+    // log took more than 1 GB. Now the inputs' 1 and 4 MB barely show.
+    assert!(
+        b < a + (64 << 20),
+        "peak {a} B for 0.5 M bad lines, {b} B for 2 M"
+    );
+    assert!(b < 512 << 20, "peak {b} B for 2 M one-byte bad lines");
+}
