@@ -16,5 +16,6 @@ mod report;
 mod roundtrip;
 mod rules_flow;
 mod rules_shape;
+mod sql_output;
 mod synth;
 mod user_rules;

@@ -7,6 +7,7 @@ pub mod convert;
 pub mod replay;
 pub mod rules;
 pub mod sql;
+mod sql_output;
 pub mod synth;
 
 use crate::cli::InputArgs;

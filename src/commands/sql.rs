@@ -1,12 +1,12 @@
 //! `hvaudit sql`: ad hoc SQL over the normalized tables.
 
+pub use super::sql_output::write_batches;
 use crate::audit::block_on;
 use crate::cli::{SqlArgs, SqlFormat};
 use crate::engine::{self, EngineOptions, RuleSettings};
 use crate::rules::{self, catalog::Catalog};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::prelude::SessionContext;
-use std::io::Write;
 
 pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
     let script = match (&args.query, &args.file) {
@@ -125,114 +125,15 @@ pub fn split_statements(script: &str) -> Vec<String> {
 }
 
 async fn run_query(ctx: &SessionContext, sql: &str, format: SqlFormat) -> anyhow::Result<()> {
-    let batches = ctx
-        .sql(sql)
-        .await
-        .map_err(|e| anyhow::anyhow!("query failed: {e}"))?
-        .collect()
-        .await
-        .map_err(|e| anyhow::anyhow!("query failed: {e}"))?;
+    let failed = |e| anyhow::anyhow!("query failed: {e}");
+    let df = ctx.sql(sql).await.map_err(failed)?;
+    let schema = std::sync::Arc::new(df.schema().as_arrow().clone());
+    let mut batches = df.collect().await.map_err(failed)?;
+    if batches.is_empty() {
+        // An empty result still has its columns (a CSV header, table heads).
+        batches.push(RecordBatch::new_empty(schema));
+    }
     crate::output::to_stdout(|out| write_batches(&batches, format, out))
-}
-
-/// Render query results in the chosen format.
-pub fn write_batches(
-    batches: &[RecordBatch],
-    format: SqlFormat,
-    out: &mut dyn Write,
-) -> anyhow::Result<()> {
-    use datafusion::arrow::{csv, json, util::pretty};
-    match format {
-        SqlFormat::Table => {
-            // Log values can carry terminal controls and invisible
-            // characters: shown escaped, so they neither act nor hide.
-            let shown = map_text(batches, |v| crate::escape::visible(v).into_owned())?;
-            writeln!(out, "{}", pretty::pretty_format_batches(&shown)?)?
-        }
-        SqlFormat::Csv => {
-            let safe = map_text(batches, defuse_formula)?;
-            let mut w = csv::WriterBuilder::new().with_header(true).build(out);
-            for b in &safe {
-                w.write(b)?;
-            }
-        }
-        SqlFormat::Json => {
-            let mut w = json::ArrayWriter::new(&mut *out);
-            let refs: Vec<&RecordBatch> = batches.iter().collect();
-            w.write_batches(&refs)?;
-            w.finish()?;
-            // An empty result is still a JSON array.
-            if batches.iter().all(|b| b.num_rows() == 0) {
-                write!(out, "[]")?;
-            }
-            writeln!(out)?;
-        }
-        SqlFormat::Ndjson => {
-            let mut w = json::LineDelimitedWriter::new(out);
-            let refs: Vec<&RecordBatch> = batches.iter().collect();
-            w.write_batches(&refs)?;
-            w.finish()?;
-        }
-    }
-    Ok(())
-}
-
-/// A spreadsheet runs a cell that starts with `=`, `+`, `-`, `@`, a tab or a
-/// carriage return as a formula (`=HYPERLINK(...)` from a hostile log line):
-/// such a cell gets a leading `'`, as OWASP advises for CSV exports.
-fn defuse_formula(v: &str) -> String {
-    if v.starts_with(['=', '+', '-', '@', '\t', '\r']) {
-        format!("'{v}")
-    } else {
-        v.to_string()
-    }
-}
-
-/// The batches with every text column (categories included) passed through
-/// `f`; other columns as they are.
-fn map_text(
-    batches: &[RecordBatch],
-    f: impl Fn(&str) -> String,
-) -> anyhow::Result<Vec<RecordBatch>> {
-    use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray};
-    use datafusion::arrow::compute::cast;
-    use datafusion::arrow::datatypes::{DataType, Field, Schema};
-    use std::sync::Arc;
-    let is_text = |t: &DataType| match t {
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
-        DataType::Dictionary(_, v) => {
-            matches!(
-                **v,
-                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-            )
-        }
-        _ => false,
-    };
-    let mut out = Vec::with_capacity(batches.len());
-    for b in batches {
-        let mut fields = Vec::with_capacity(b.num_columns());
-        let mut cols: Vec<ArrayRef> = Vec::with_capacity(b.num_columns());
-        for (field, col) in b.schema().fields().iter().zip(b.columns()) {
-            if !is_text(col.data_type()) {
-                fields.push(field.as_ref().clone());
-                cols.push(Arc::clone(col));
-                continue;
-            }
-            let text = cast(col, &DataType::Utf8)?;
-            let text = text.as_string::<i32>();
-            let mapped: StringArray = (0..text.len())
-                .map(|r| (!text.is_null(r)).then(|| f(text.value(r))))
-                .collect();
-            fields.push(Field::new(
-                field.name(),
-                DataType::Utf8,
-                field.is_nullable(),
-            ));
-            cols.push(Arc::new(mapped));
-        }
-        out.push(RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)?);
-    }
-    Ok(out)
 }
 
 /// A prompt with history and multi-line input: a statement ends at ';'.

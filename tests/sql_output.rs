@@ -1,0 +1,100 @@
+//! `hvaudit sql` output a script can rely on: every type in every format,
+//! valid empty results, and log text that can neither drive a terminal nor
+//! run as a spreadsheet formula.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::Path;
+
+fn sql(log: &Path, format: &str, query: &str) -> String {
+    let out = Command::cargo_bin("hvaudit")
+        .unwrap()
+        .timeout(std::time::Duration::from_secs(300))
+        .args(["sql", "-q", "--format", format, "-e", query])
+        .arg(log)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{format} {query}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn log(dir: &Path) -> std::path::PathBuf {
+    let p = dir.join("log.ndjson");
+    let line = |id: &str, payload: &str| {
+        format!(
+            r#"{{"spec_version":"0.2","id":"{id}","type":"task.progress","source":"agent:a","created_at":"2026-07-14T10:00:00Z","task_id":"t1","payload":{payload}}}"#
+        )
+    };
+    let lines = [
+        line(
+            "e1",
+            r#"{"task_id":"t1","n":7,"note":"=HYPERLINK(\"http://x\")","o":{"k":[1,true]}}"#,
+        ),
+        line(
+            "e2",
+            "{\"task_id\":\"t1\",\"n\":2.5,\"note\":\"\\u001b]8;;http://x\\u0007click\\u001b]8;;\\u0007\"}",
+        ),
+    ];
+    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+    p
+}
+
+const UNION: &str = "SELECT id, json_get(payload, 'n') AS n, json_get(payload, 'task_id') AS t, \
+     payload -> 'o' AS o, make_array(1, 2) AS a FROM events ORDER BY id";
+
+#[test]
+fn union_and_nested_values_are_written_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = log(dir.path());
+    let json: Value = serde_json::from_str(&sql(&log, "json", UNION)).unwrap();
+    assert_eq!(json[0]["n"], 7);
+    assert_eq!(json[1]["n"], 2.5);
+    assert_eq!(json[0]["t"], "t1");
+    assert_eq!(json[0]["o"], serde_json::json!({"k": [1, true]}));
+    assert_eq!(json[0]["a"], serde_json::json!([1, 2]));
+    let lines: Vec<Value> = sql(&log, "ndjson", UNION)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines, json.as_array().unwrap().clone());
+    let csv = sql(&log, "csv", UNION);
+    assert_eq!(
+        csv.lines().collect::<Vec<_>>(),
+        [
+            "id,n,t,o,a",
+            r#"e1,7,t1,"{""k"":[1,true]}","[1,2]""#,
+            "e2,2.5,t1,,\"[1,2]\""
+        ]
+    );
+    let table = sql(&log, "table", UNION);
+    assert!(table.contains("| e1 | 7   | t1 |"), "{table}");
+    assert!(!table.contains("str="), "{table}");
+}
+
+#[test]
+fn empty_results_are_valid_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = log(dir.path());
+    let none = "SELECT id, type FROM events WHERE false";
+    assert_eq!(sql(&log, "json", none), "[]\n");
+    assert_eq!(sql(&log, "ndjson", none), "");
+    assert_eq!(sql(&log, "csv", none), "id,type\n");
+    let table = sql(&log, "table", none);
+    assert!(table.contains("| id | type |"), "{table}");
+    assert!(table.trim_end().ends_with("0 rows"), "{table}");
+}
+
+#[test]
+fn log_text_cannot_drive_a_terminal_or_run_as_a_formula() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = log(dir.path());
+    let q = "SELECT id, json_get_str(payload, 'note') AS note FROM events ORDER BY id";
+    let table = sql(&log, "table", q);
+    assert!(!table.contains('\u{1b}'), "raw escape in {table:?}");
+    assert!(table.contains("\\x1b]8;;http://x\\x07click"), "{table}");
+    let csv = sql(&log, "csv", q);
+    assert!(csv.contains("'=HYPERLINK"), "{csv}");
+    // JSON keeps the exact value (escaped by JSON itself).
+    let json: Value = serde_json::from_str(&sql(&log, "json", q)).unwrap();
+    assert_eq!(json[0]["note"], "=HYPERLINK(\"http://x\")");
+}
