@@ -17,6 +17,12 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
         ),
         (None, None) => None,
     };
+    if script.is_none() && args.input.paths.iter().any(|p| p.as_os_str() == "-") {
+        anyhow::bail!(
+            "standard input (`-`) is the log here, so it cannot also be the prompt; \
+             give the queries with -e QUERY or -f FILE"
+        );
+    }
     let cluster = args.cluster.clone();
     block_on(async {
         let local = || {
