@@ -402,7 +402,8 @@ pub fn parse_horizon(s: &str) -> Result<i64, String> {
         "d" => 86_400_000,
         _ => return Err(format!("{s:?}: unknown unit; use ms, s, m, h or d")),
     };
-    Ok(n * ms)
+    // Longer than i64 milliseconds is still "longer than any log".
+    Ok(n.saturating_mul(ms))
 }
 
 #[cfg(test)]

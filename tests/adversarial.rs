@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 mod bounded;
+mod extremes;
 mod files;
 mod interrupts;
 mod lines;

@@ -11,7 +11,10 @@
 --   interruption.requested, its terminal event, or the end of the log).
 --   Fires when it comes after the deadline, request created_at +
 --   payload.grace_period_ms; saved exactly at the deadline is on time. A
---   request without grace_period_ms has no deadline and is never late.
+--   request without grace_period_ms has no deadline and is never late;
+--   neither has one whose grace period is negative or not an integer
+--   (payload.invalid names it). Any integer form counts (5000, 5000.0, 5e3),
+--   and a grace period too long to compute with is longer than any log.
 --   Missing and late are exclusive.
 --   Example: request at 10:05:00.000 with grace 5000 ms, saved at
 --   10:05:05.001: fires; saved at 10:05:05.000: silent.
@@ -27,4 +30,8 @@ SELECT
     make_array(w.saved_seq, w.seq) AS seqs
 FROM save_requests w
 WHERE w.saved_seq IS NOT NULL AND w.grace_period_ms IS NOT NULL
-  AND w.saved_us > w.created_us + w.grace_period_ms * 1000
+  -- overflow-free: a grace period past what int64 microseconds can hold
+  -- (about 292,000 years) is capped there, still longer than any log; the
+  -- deadline is only computed for the rows this keeps, where it is earlier
+  -- than the save
+  AND w.saved_us - w.created_us > least(w.grace_period_ms, 9223372036854775) * 1000

@@ -5,7 +5,7 @@
 //! field is named in the rejection, and unknown members are kept in `extra`.
 
 use super::row::Row;
-use super::time::{parse_duration_ms, parse_instant_us};
+use super::time::{add_ms, parse_duration_ms, parse_instant_us};
 use super::{members, payload_schema, token};
 use crate::audit::TokenFormat;
 use serde::Deserialize;
@@ -220,7 +220,7 @@ impl<'a> RowBuilder<'a> {
             "delivery" => self.delivery = (raw != "null").then_some(raw),
             "evidence_chain" => self.evidence_chain = (raw != "null").then_some(raw),
             "confidence" => self.confidence = number(key, raw)?,
-            "attestation_count" => self.attestation_count = number(key, raw)?,
+            "attestation_count" => self.attestation_count = count(key, raw)?,
             "expires_at" if raw == "null" => self.expires_at_null = true,
             _ => match string_member(key) {
                 Some(at) => self.strs[at] = string(STRING_MEMBERS[at], raw)?,
@@ -329,9 +329,9 @@ impl<'a> RowBuilder<'a> {
             None => None,
         };
         let stale_at_us = match (valid_until_us, stale_after_ms) {
-            (Some(u), Some(ms)) => Some(u.min(created_us.saturating_add(ms.saturating_mul(1000)))),
+            (Some(u), Some(ms)) => Some(u.min(add_ms(created_us, ms))),
             (Some(u), None) => Some(u),
-            (None, Some(ms)) => Some(created_us.saturating_add(ms.saturating_mul(1000))),
+            (None, Some(ms)) => Some(add_ms(created_us, ms)),
             (None, None) => None,
         };
         let delivery = match self.delivery {
@@ -343,7 +343,20 @@ impl<'a> RowBuilder<'a> {
             None => None,
         };
         let fields = super::payload::extract(payload, &type_)?;
-        let payload_error = payload_schema::check(&type_, payload);
+        let payload_error = payload_schema::check(&type_, payload).or_else(|| {
+            // The validator reads numbers as f64, so 5000.000000000000000001
+            // passes as an integer; the column (exact) has no value for it.
+            // Say so rather than leave the request silently without a
+            // deadline. (interruption.requested is the type whose payload
+            // schema defines the field.)
+            let raw = fields.grace_period_unread?;
+            (type_ == "interruption.requested").then(|| {
+                format!(
+                    "/payload/grace_period_ms: {} is not an integer >= 0",
+                    clip(raw, 40)
+                )
+            })
+        });
 
         let handoff_token = self.take(member!("handoff_token"));
         let (token_structured, token_error, token) = match (&handoff_token, opts.token_format) {
@@ -492,6 +505,89 @@ fn string<'a>(name: &str, raw: &'a str) -> Result<Option<Cow<'a, str>>, String> 
         .map_err(|e| format!("field {name}: {}", strip_position(&e.to_string())))
 }
 
+/// A number with no upper bound in the schema (attestation_count): one past
+/// f64's range is f64::MAX, as large as a float gets, not a rejected line.
+fn count(name: &str, raw: &str) -> Result<Option<f64>, String> {
+    match number(name, raw) {
+        Err(_) if kind(raw) == "a number" && !raw.starts_with('-') => Ok(Some(f64::MAX)),
+        other => other,
+    }
+}
+
+/// The value of a JSON number that is an integer in JSON Schema's sense
+/// (`5000`, `5000.0`, `5e3`, `-0`, `1e400`), saturated at the ends of i64;
+/// None for anything else (a fraction such as `0.5` or `5e-1`, a string,
+/// ...). Exact: read from the digits, never through a float.
+pub(super) fn json_integer(raw: &str) -> Option<i64> {
+    let b = raw.as_bytes();
+    let (negative, b) = match b.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, b),
+    };
+    let digits = |s: &[u8]| s.iter().take_while(|c| c.is_ascii_digit()).count();
+    let n = digits(b);
+    let (int, mut rest) = b.split_at(n);
+    let mut frac: &[u8] = &[];
+    if let Some((b'.', tail)) = rest.split_first() {
+        (frac, rest) = tail.split_at(digits(tail));
+        if frac.is_empty() {
+            return None;
+        }
+    }
+    // The exponent saturates far beyond where the answer stops changing.
+    let exp: i64 = match rest.split_first() {
+        None => 0,
+        Some((b'e' | b'E', tail)) => {
+            let (sign, tail) = match tail.split_first() {
+                Some((b'-', t)) => (-1, t),
+                Some((b'+', t)) => (1, t),
+                _ => (1, tail),
+            };
+            if tail.is_empty() || digits(tail) != tail.len() {
+                return None;
+            }
+            sign * tail
+                .iter()
+                .fold(0i64, |e, d| (e * 10 + i64::from(d - b'0')).min(1 << 40))
+        }
+        _ => return None,
+    };
+    if int.is_empty() {
+        return None;
+    }
+    // The value is the digits int ++ frac times 10^(exp - frac.len()).
+    let all = |i: usize| {
+        if i < int.len() {
+            int[i]
+        } else {
+            frac[i - int.len()]
+        }
+    };
+    let len = int.len() + frac.len();
+    let Some(first) = (0..len).find(|&i| all(i) != b'0') else {
+        return Some(0);
+    };
+    let last = (0..len).rev().find(|&i| all(i) != b'0').unwrap_or(first);
+    // Trailing zeros move into the exponent: what is left below 10^0 is a
+    // fraction (the last significant digit is not a zero).
+    let scale = exp - frac.len() as i64 + (len - 1 - last) as i64;
+    if scale < 0 {
+        return None;
+    }
+    let significant = last - first + 1;
+    let magnitude = if significant as i64 + scale > 19 {
+        u128::MAX
+    } else {
+        let d = (first..=last).fold(0u128, |v, i| v * 10 + u128::from(all(i) - b'0'));
+        d * 10u128.pow(scale as u32)
+    };
+    Some(if negative {
+        i64::try_from(-i128::try_from(magnitude).unwrap_or(i128::MAX)).unwrap_or(i64::MIN)
+    } else {
+        i64::try_from(magnitude).unwrap_or(i64::MAX)
+    })
+}
+
 fn number(name: &str, raw: &str) -> Result<Option<f64>, String> {
     if raw == "null" {
         return Ok(None);
@@ -571,10 +667,11 @@ fn parse_delivery(d: &str) -> Result<Delivery<'_>, String> {
             "field delivery.mode {m:?} is not one of best_effort, at_least_once, replayable"
         ));
     }
+    // Any integer form (5, 5.0, 5e0); beyond i64, i64::MAX.
     let sequence = match parsed.sequence.map(|s| s.get()) {
         None | Some("null") => None,
-        Some(s) => match s.parse::<i64>() {
-            Ok(n) if n >= 0 => Some(n),
+        Some(s) => match json_integer(s) {
+            Some(n) if n >= 0 => Some(n),
             _ => {
                 return Err(format!(
                     "field delivery.sequence {s} is not an integer >= 0"
@@ -606,5 +703,69 @@ mod tests {
             assert_eq!(string_member(name), Some(at));
         }
         assert_eq!(string_member("payload"), None);
+    }
+
+    #[test]
+    fn json_integers_in_every_form() {
+        for (raw, want) in [
+            ("0", Some(0)),
+            ("-0", Some(0)),
+            ("0.000", Some(0)),
+            ("0e-999", Some(0)),
+            ("7", Some(7)),
+            ("-7", Some(-7)),
+            ("5e3", Some(5000)),
+            ("5E+3", Some(5000)),
+            ("5000.0", Some(5000)),
+            ("50000e-1", Some(5000)),
+            ("0.5e4", Some(5000)),
+            ("1.5e1", Some(15)),
+            ("9223372036854775807", Some(i64::MAX)),
+            ("9223372036854775808", Some(i64::MAX)),
+            ("-9223372036854775808", Some(i64::MIN)),
+            ("-9223372036854775809", Some(i64::MIN)),
+            ("1e18", Some(1_000_000_000_000_000_000)),
+            ("1e19", Some(i64::MAX)),
+            ("1e400", Some(i64::MAX)),
+            ("-1e400", Some(i64::MIN)),
+            ("1e999999999999999999999999", Some(i64::MAX)),
+            ("0.5", None),
+            ("5e-1", None),
+            ("1e-400", None),
+            ("5000.000000000000000001", None),
+            ("\"5\"", None),
+            ("null", None),
+            ("true", None),
+            ("[5]", None),
+            ("", None),
+            ("-", None),
+            ("5.", None),
+            (".5", None),
+            ("5e", None),
+            ("5e+", None),
+            ("+5", None),
+        ] {
+            assert_eq!(json_integer(raw), want, "{raw}");
+        }
+    }
+
+    #[test]
+    fn counts_past_f64_saturate_and_bounded_numbers_do_not() {
+        assert_eq!(count("attestation_count", "1e400"), Ok(Some(f64::MAX)));
+        assert_eq!(count("attestation_count", "3"), Ok(Some(3.0)));
+        assert!(count("attestation_count", "-1e400").is_err());
+        assert!(count("attestation_count", "\"3\"").is_err());
+        assert!(number("confidence", "1e400").is_err());
+    }
+
+    #[test]
+    fn delivery_sequences_in_every_integer_form() {
+        let seq = |s: &str| parse_delivery(&format!(r#"{{"sequence":{s}}}"#)).map(|d| d.1);
+        assert_eq!(seq("5.0"), Ok(Some(5)));
+        assert_eq!(seq("5e0"), Ok(Some(5)));
+        assert_eq!(seq("18446744073709551616"), Ok(Some(i64::MAX)));
+        assert_eq!(seq("-0"), Ok(Some(0)));
+        assert!(seq("-1").is_err());
+        assert!(seq("1.5").is_err());
     }
 }

@@ -7,7 +7,12 @@ use std::borrow::Cow;
 pub struct PayloadFields<'a> {
     pub task_id: Option<Cow<'a, str>>,
     pub parent_task_id: Option<Cow<'a, str>>,
+    /// Any JSON integer form (5000, 5000.0, 5e3); past i64, i64::MAX: a
+    /// deadline later than any log can reach. None when absent, negative
+    /// or not an integer (what the payload schema rejects).
     pub grace_period_ms: Option<i64>,
+    /// The grace period as written when it is there but has no value above.
+    pub grace_period_unread: Option<&'a str>,
     pub error_code: Option<Cow<'a, str>>,
     pub fact_id: Option<Cow<'a, str>>,
     pub original_event_id: Option<Cow<'a, str>>,
@@ -57,6 +62,9 @@ pub fn extract<'a>(text: &'a str, event_type: &str) -> Result<PayloadFields<'a>,
         topic,
         filter,
     ] = pick("payload", text, &FIELDS)?;
+    let grace = grace_period_ms
+        .and_then(super::normalize::json_integer)
+        .filter(|g| *g >= 0);
     let error_code = match error {
         Some(e) if e.starts_with('{') => {
             let [code] = pick("payload.error", e, &["code"])?;
@@ -67,7 +75,8 @@ pub fn extract<'a>(text: &'a str, event_type: &str) -> Result<PayloadFields<'a>,
     let mut fields = PayloadFields {
         task_id: task_id.and_then(string),
         parent_task_id: parent_task_id.and_then(string),
-        grace_period_ms: grace_period_ms.and_then(|v| v.parse::<i64>().ok()),
+        grace_period_ms: grace,
+        grace_period_unread: grace_period_ms.filter(|_| grace.is_none()),
         error_code,
         fact_id: fact_id.and_then(string),
         original_event_id: original_event_id.and_then(string),
@@ -128,4 +137,77 @@ fn string(raw: &str) -> Option<Cow<'_, str>> {
         return Some(Cow::Borrowed(text));
     }
     serde_json::from_str::<String>(raw).ok().map(Cow::Owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grace(value: &str) -> (Option<i64>, Option<&str>) {
+        let text = format!(r#"{{"grace_period_ms":{value}}}"#);
+        let f = extract(&text, "interruption.requested").unwrap();
+        (f.grace_period_ms, f.grace_period_unread.map(|_| value))
+    }
+
+    #[test]
+    fn every_integer_form_is_the_same_grace_period() {
+        for v in [
+            "5000",
+            "5000.0",
+            "5e3",
+            "5E+3",
+            "5000.000e0",
+            "50000e-1",
+            "0.5e4",
+        ] {
+            assert_eq!(grace(v), (Some(5000), None), "{v}");
+        }
+        assert_eq!(grace("0"), (Some(0), None));
+        assert_eq!(grace("-0"), (Some(0), None));
+        assert_eq!(grace("-0.0e7"), (Some(0), None));
+    }
+
+    #[test]
+    fn grace_periods_past_i64_saturate() {
+        for v in [
+            "9223372036854775807",
+            "9223372036854775808",
+            "18446744073709551616",
+            "1e19",
+            "1e400",
+            "1e99999999999999999999",
+            "123456789012345678901234567890.0",
+        ] {
+            assert_eq!(grace(v), (Some(i64::MAX), None), "{v}");
+        }
+        assert_eq!(
+            grace("9223372036854776"),
+            (Some(9_223_372_036_854_776), None)
+        );
+    }
+
+    #[test]
+    fn negative_or_fractional_grace_periods_are_no_deadline() {
+        for v in [
+            "-1",
+            "-5e3",
+            "-1e400",
+            "5000.5",
+            "5e-1",
+            "1e-400",
+            "5000.000000000000000001",
+            "\"5000\"",
+            "null",
+            "true",
+            "[5000]",
+        ] {
+            assert_eq!(grace(v), (None, Some(v)), "{v}");
+        }
+        assert_eq!(grace_absent(), (None, None));
+    }
+
+    fn grace_absent() -> (Option<i64>, Option<&'static str>) {
+        let f = extract("{}", "interruption.requested").unwrap();
+        (f.grace_period_ms, f.grace_period_unread.map(|_| ""))
+    }
 }

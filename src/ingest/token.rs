@@ -6,6 +6,7 @@ use base64::Engine;
 use base64::engine::general_purpose::{URL_SAFE, URL_SAFE_NO_PAD};
 use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// Decoded claims. Times are microseconds since the epoch.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -20,13 +21,17 @@ pub struct Claims {
 }
 
 #[derive(Deserialize)]
-struct RawClaims {
+struct RawClaims<'a> {
     iss: Option<Value>,
     sub: Option<Value>,
     task_id: Option<Value>,
     parent_task_id: Option<Value>,
-    iat: Option<Value>,
-    exp: Option<Value>,
+    // As written: a Value cannot hold seconds past f64 (1e400), which are
+    // still a time, later than any other.
+    #[serde(borrow)]
+    iat: Option<&'a RawValue>,
+    #[serde(borrow)]
+    exp: Option<&'a RawValue>,
     jti: Option<Value>,
 }
 
@@ -64,20 +69,38 @@ fn text(v: Option<Value>, name: &str) -> Result<Option<String>, String> {
 }
 
 /// RFC 3339 text or seconds since the epoch (integer or fractional).
-fn instant(v: Option<Value>, name: &str) -> Result<Option<i64>, String> {
-    match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => super::time::parse_instant_us(&s)
-            .map(Some)
-            .map_err(|e| format!("claim {name}: {e}")),
-        Some(Value::Number(n)) => n
-            .as_f64()
-            .filter(|f| f.is_finite() && f.abs() < 1e13)
-            .map(|f| Some((f * 1e6).round() as i64))
-            .ok_or_else(|| format!("claim {name}: number out of range")),
-        Some(other) => Err(format!(
-            "claim {name} is neither RFC 3339 nor seconds: {other}"
-        )),
+/// Seconds beyond the range of the timestamp columns are clamped to its
+/// ends (time::MIN_US, MAX_US): an exp of 1e15 s still never expires and an
+/// iat of 1e15 s is still in the future, and every check runs on them.
+fn instant(v: Option<&RawValue>, name: &str) -> Result<Option<i64>, String> {
+    let Some(raw) = v.map(RawValue::get) else {
+        return Ok(None);
+    };
+    match raw.as_bytes().first() {
+        Some(b'"') => {
+            let s: String = serde_json::from_str(raw).map_err(|e| format!("claim {name}: {e}"))?;
+            super::time::parse_instant_us(&s)
+                .map(Some)
+                .map_err(|e| format!("claim {name}: {e}"))
+        }
+        Some(b'-' | b'0'..=b'9') => {
+            // Past f64's range only the sign is left to know.
+            let seconds = serde_json::from_str::<f64>(raw).unwrap_or(if raw.starts_with('-') {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            });
+            // `as` saturates (infinities included); the clamp is exact.
+            let us = (seconds * 1e6).round() as i64;
+            Ok(Some(us.clamp(super::time::MIN_US, super::time::MAX_US)))
+        }
+        _ => {
+            let shown =
+                serde_json::from_str::<Value>(raw).map_or(raw.to_string(), |v| v.to_string());
+            Err(format!(
+                "claim {name} is neither RFC 3339 nor seconds: {shown}"
+            ))
+        }
     }
 }
 
@@ -106,5 +129,36 @@ mod tests {
         assert!(decode("a.b").is_err());
         assert!(decode(&enc("[1,2]")).is_err());
         assert!(decode(&enc(r#"{"exp":true}"#)).is_err());
+        let e = decode(&enc(r#"{"exp":{"s": 1}}"#)).unwrap_err();
+        assert_eq!(e, r#"claim exp is neither RFC 3339 nor seconds: {"s":1}"#);
+    }
+
+    #[test]
+    fn seconds_past_the_range_are_its_ends() {
+        use crate::ingest::time::{MAX_US, MIN_US};
+        let times = |iat: &str, exp: &str| {
+            let c = decode(&enc(&format!(r#"{{"iat":{iat},"exp":{exp}}}"#))).unwrap();
+            (c.iat_us.unwrap(), c.exp_us.unwrap())
+        };
+        // Inside the range: exact, as before (1e12 s is the year 33658).
+        assert_eq!(
+            times("1e12", "1752141600.5"),
+            (1_000_000_000_000_000_000, 1_752_141_600_500_000)
+        );
+        for (big, small) in [
+            ("1e13", "-1e13"),
+            ("1e400", "-1e400"),
+            ("18446744073709551616", "-9e15"),
+        ] {
+            assert_eq!(times(big, small), (MAX_US, MIN_US), "{big} {small}");
+        }
+        // RFC 3339 at the ends of its range, offsets included.
+        let c = decode(&enc(
+            r#"{"iat":"0000-01-01T00:00:00+23:59","exp":"9999-12-31T23:59:59.999999-23:59"}"#,
+        ))
+        .unwrap();
+        assert!(c.iat_us.unwrap() < c.exp_us.unwrap());
+        let c = decode(&enc(r#"{"iat":null,"exp":0}"#)).unwrap();
+        assert_eq!((c.iat_us, c.exp_us), (None, Some(0)));
     }
 }
