@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 mod files;
 mod interrupts;
 mod lines;
+mod parquet_shape;
 mod reports;
 mod values;
 

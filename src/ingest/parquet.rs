@@ -14,6 +14,7 @@ use super::schema::{
 };
 use datafusion::arrow::array::{Array, Int64Array, StringArray};
 use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Fields};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::parquet::arrow::ProjectionMask;
 use datafusion::parquet::arrow::arrow_reader::{
@@ -103,11 +104,49 @@ fn open_file(path: &Path) -> Result<(File, ArrowReaderMetadata), String> {
     Ok((file, footer))
 }
 
-/// Parse a file's footer (once per file: every reader of it shares it).
+/// Parse a file's footer (once per file: every reader of it shares it) and
+/// check that its columns are unambiguous.
 fn read_footer<R: ChunkReader>(reader: &R) -> Result<ArrowReaderMetadata, String> {
     let footer = ArrowReaderMetadata::load(reader, ArrowReaderOptions::new())
         .map_err(|e| format!("not a readable Parquet file: {e}"))?;
+    unambiguous(footer.schema().fields(), "")?;
     Ok(footer)
+}
+
+/// Two columns of one name (at the top or inside a struct) would both
+/// become one JSON key, the last silently winning; refused as NDJSON lines
+/// with a repeated key are.
+fn unambiguous(fields: &Fields, within: &str) -> Result<(), String> {
+    let mut names = std::collections::HashSet::new();
+    for f in fields.iter() {
+        let path = if within.is_empty() {
+            f.name().clone()
+        } else {
+            format!("{within}.{}", f.name())
+        };
+        if !names.insert(f.name().as_str()) {
+            return Err(format!(
+                "ambiguous Parquet schema: two columns named {path:?}; no row of it was used"
+            ));
+        }
+        nested_unambiguous(f.data_type(), &path)?;
+    }
+    Ok(())
+}
+
+/// [`unambiguous`] for the fields nested in a column of type `t`.
+fn nested_unambiguous(t: &DataType, path: &str) -> Result<(), String> {
+    match t {
+        DataType::Struct(fields) => unambiguous(fields, path),
+        DataType::List(item)
+        | DataType::LargeList(item)
+        | DataType::ListView(item)
+        | DataType::LargeListView(item)
+        | DataType::FixedSizeList(item, _)
+        | DataType::Map(item, _) => nested_unambiguous(item.data_type(), path),
+        DataType::Dictionary(_, value) => nested_unambiguous(value, path),
+        _ => Ok(()),
+    }
 }
 
 fn open(input: &Input, threads: usize) -> Opened {
@@ -833,6 +872,45 @@ mod tests {
             large * small_file <= 2 * small * large_file,
             "{small} then {large} bytes read: not linear"
         );
+    }
+
+    #[test]
+    fn a_repeated_column_name_at_any_level_is_refused_with_its_name() {
+        use datafusion::arrow::array::{ArrayRef, StringArray, StructArray};
+        let text = |v: &str| Arc::new(StringArray::from(vec![v])) as ArrayRef;
+        let write = |columns: Vec<(&str, ArrayRef)>| {
+            let fields: Vec<Field> = columns
+                .iter()
+                .map(|(n, a)| Field::new(*n, a.data_type().clone(), true))
+                .collect();
+            let schema = Arc::new(Schema::new(fields));
+            let arrays = columns.into_iter().map(|(_, a)| a).collect();
+            let mut out = Vec::new();
+            let mut w = ArrowWriter::try_new(&mut out, schema.clone(), None).unwrap();
+            w.write(&RecordBatch::try_new(schema, arrays).unwrap())
+                .unwrap();
+            w.close().unwrap();
+            read_footer(&bytes::Bytes::from(out)).map(drop)
+        };
+        let e = write(vec![
+            ("id", text("e1")),
+            ("type", text("task.started")),
+            ("id", text("e2")),
+        ])
+        .unwrap_err();
+        assert!(e.contains("two columns named \"id\""), "{e}");
+        let inner = StructArray::from(vec![
+            (Arc::new(Field::new("x", DataType::Utf8, true)), text("1")),
+            (Arc::new(Field::new("x", DataType::Utf8, true)), text("2")),
+        ]);
+        let e = write(vec![("id", text("e1")), ("payload", Arc::new(inner))]).unwrap_err();
+        assert!(e.contains("two columns named \"payload.x\""), "{e}");
+        let fine = StructArray::from(vec![(
+            Arc::new(Field::new("id", DataType::Utf8, true)),
+            text("1"),
+        )]);
+        write(vec![("id", text("e1")), ("payload", Arc::new(fine))])
+            .expect("one name at different levels is not ambiguous");
     }
 
     #[test]
