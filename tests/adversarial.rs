@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 mod files;
 mod interrupts;
 mod lines;
+mod many_inputs;
 mod parquet_shape;
 mod reports;
 mod values;
