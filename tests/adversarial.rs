@@ -19,6 +19,8 @@ mod extremes;
 mod files;
 mod interrupts;
 mod lines;
+mod many_inputs;
+mod parquet_shape;
 mod reports;
 mod streams;
 mod values;

@@ -370,3 +370,88 @@ fn cli_exit_codes_and_the_hint() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["tasks"][0]["state"], "cancelled");
 }
+
+/// A chain t0 <- t1 <- ... of `n` tasks, each submitted once.
+fn chain_lines(n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let parent = (i > 0).then(|| format!("t{}", i - 1));
+            let t = format!("2026-01-01T00:00:00.{i:06}Z");
+            line(
+                &format!("e{i}"),
+                "task.submitted",
+                &format!("t{i}"),
+                parent.as_deref(),
+                &t,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_chain_deeper_than_ten_thousand_has_every_ancestor() {
+    // The walk up stopped silently at 10,001 ancestors.
+    let n = 12_000;
+    let r = replay_lines(&chain_lines(n), Scope::Task(format!("t{}", n - 1))).unwrap();
+    assert_eq!(r.tasks.len(), n);
+    let ancestors = r.tasks.iter().filter(|t| t.role == Role::Ancestor).count();
+    assert_eq!(ancestors, n - 1);
+    assert_eq!(r.tasks[0].task_id, "t0");
+    assert_eq!(r.tasks[n - 1].depth, n - 1);
+    let text = render_to(&r, ReplayFormat::Text);
+    assert!(
+        text.contains(&format!("(+{} levels) └─ t{} *", n - 1 - 24, n - 1)),
+        "a deep row says how deep it is"
+    );
+}
+
+#[test]
+fn a_deep_chain_renders_in_size_proportional_to_it() {
+    // Each row drew a guide per level: a 50,000-deep chain was gigabytes.
+    let size = |n: usize| {
+        let r = replay_lines(&chain_lines(n), Scope::Task("t0".into())).unwrap();
+        assert_eq!(r.tasks.len(), n);
+        let text = render_to(&r, ReplayFormat::Text).len();
+        let html = render_to(&r, ReplayFormat::Html).len();
+        (text, html)
+    };
+    let (small, large) = (size(1_000), size(4_000));
+    assert!(large.0 <= 6 * small.0, "text {small:?} then {large:?}");
+    assert!(large.1 <= 6 * small.1, "html {small:?} then {large:?}");
+}
+
+#[test]
+fn a_wide_tree_has_every_child() {
+    let n = 20_000;
+    let mut lines = vec![line(
+        "e0",
+        "task.submitted",
+        "root",
+        None,
+        "2026-01-01T00:00:00Z",
+    )];
+    lines.extend((1..=n).map(|i| {
+        line(
+            &format!("e{i}"),
+            "task.submitted",
+            &format!("c{i}"),
+            Some("root"),
+            "2026-01-01T00:00:01Z",
+        )
+    }));
+    let r = replay_lines(&lines, Scope::Task(format!("c{n}"))).unwrap();
+    assert_eq!(r.tasks.len(), 2, "a child and its parent");
+    let r = replay_lines(&lines, Scope::Task("root".into())).unwrap();
+    assert_eq!(r.tasks.len(), n + 1);
+    assert_eq!(
+        r.tasks
+            .iter()
+            .filter(|t| t.role == Role::Descendant)
+            .count(),
+        n
+    );
+    assert!(r.tasks[1..].iter().all(|t| t.depth == 1));
+    let text = render_to(&r, ReplayFormat::Text);
+    assert_eq!(text.matches("├─ ").count(), n - 1);
+    assert_eq!(text.matches("└─ ").count(), 1);
+}

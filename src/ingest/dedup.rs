@@ -9,7 +9,7 @@ use super::schema::{EVENTS, events_col};
 use datafusion::arrow::array::{
     Array, ArrayRef, BooleanArray, Int32Array, Int64Array, StringArray, make_comparator,
 };
-use datafusion::arrow::compute::{FilterBuilder, SortOptions};
+use datafusion::arrow::compute::{FilterBuilder, SortOptions, concat_batches};
 use datafusion::arrow::record_batch::RecordBatch;
 use foldhash::HashMap;
 use std::collections::hash_map::Entry;
@@ -19,6 +19,7 @@ use std::sync::Arc;
 #[derive(Clone, Copy)]
 struct Version {
     content_hash: u64,
+    /// The group of kept rows it is in, and its row there.
     chunk: u32,
     row: u32,
 }
@@ -43,6 +44,8 @@ pub enum ChunkRows {
     Building(Box<EventBuilders>),
     /// Read as a batch (Parquet).
     Built(RecordBatch),
+    /// None (left behind once handed to the dedup).
+    Taken,
 }
 
 impl ChunkRows {
@@ -50,6 +53,7 @@ impl ChunkRows {
         match self {
             ChunkRows::Building(b) => b.len(),
             ChunkRows::Built(b) => b.num_rows(),
+            ChunkRows::Taken => 0,
         }
     }
 
@@ -63,6 +67,15 @@ impl ChunkRows {
             ChunkRows::Building(b) => b.finish_keeping(Some(&keep)),
             ChunkRows::Built(b) if kept == b.num_rows() => b,
             ChunkRows::Built(b) => drop_rows(b, keep, kept),
+            ChunkRows::Taken => RecordBatch::new_empty(EVENTS.clone()),
+        }
+    }
+
+    /// Laid out as `EVENTS` (rows of one such chunk can join another's).
+    fn is_events_layout(&self) -> bool {
+        match self {
+            ChunkRows::Building(_) | ChunkRows::Taken => true,
+            ChunkRows::Built(b) => b.schema().fields() == EVENTS.fields(),
         }
     }
 
@@ -71,15 +84,101 @@ impl ChunkRows {
         match self {
             ChunkRows::Building(b) => b.finish(),
             ChunkRows::Built(b) => b,
+            ChunkRows::Taken => RecordBatch::new_empty(EVENTS.clone()),
         }
     }
 }
 
-/// A chunk's rows once its redeliveries are dropped.
+/// The rows of one or more consecutive chunks once their redeliveries are
+/// dropped. Small chunks (a short file is one) share a group: a batch per
+/// file cost about 55 KB of column headers each, held to the end, and every
+/// query a pass per batch.
 struct Kept {
+    /// The group's rows, once it is closed.
     events: RecordBatch,
+    /// The chunks' rows while it is open.
+    parts: Vec<RecordBatch>,
+    /// (first row, chunk index) of each chunk in the group.
+    chunks: Vec<(u32, u32)>,
     redeliveries: Vec<i64>,
     version: Vec<i32>,
+}
+
+/// A group takes chunks while it holds fewer rows than this.
+const GROUP_ROWS: usize = 8192;
+/// ... and fewer chunks than this (each part held costs its headers).
+const GROUP_PARTS: usize = 256;
+
+impl Kept {
+    fn open() -> Kept {
+        Kept {
+            events: RecordBatch::new_empty(EVENTS.clone()),
+            parts: Vec::new(),
+            chunks: Vec::new(),
+            redeliveries: Vec::new(),
+            version: Vec::new(),
+        }
+    }
+
+    /// The chunk the group's row `row` came from.
+    fn chunk_of(&self, row: u32) -> usize {
+        let at = self.chunks.partition_point(|&(first, _)| first <= row);
+        self.chunks[at - 1].1 as usize
+    }
+
+    fn is_open(&self) -> bool {
+        !self.parts.is_empty()
+    }
+
+    /// Lay the parts out as one batch.
+    fn close(&mut self) {
+        if self.parts.len() == 1 {
+            self.events = self.parts.pop().expect("one part");
+        } else if !self.parts.is_empty() {
+            let parts = std::mem::take(&mut self.parts);
+            let events = concat_batches(&EVENTS, &parts).expect("parts have the events schema");
+            drop(parts);
+            self.events = share_empty_columns(events);
+        }
+        self.version = vec![1; self.redeliveries.len()];
+    }
+}
+
+/// Consecutive groups of fewer than `GROUP_ROWS` rows in all, as one batch
+/// each (groups closed at `GROUP_PARTS` chunks of one line each are small).
+fn coalesce(batches: Vec<RecordBatch>) -> Vec<RecordBatch> {
+    let mut out = Vec::new();
+    let mut run: Vec<RecordBatch> = Vec::new();
+    let mut rows = 0;
+    let flush = |run: &mut Vec<RecordBatch>, out: &mut Vec<RecordBatch>| match run.len() {
+        0 => {}
+        1 => out.extend(run.pop()),
+        _ => {
+            let all = concat_batches(&EVENTS, run.iter()).expect("batches have the events schema");
+            run.clear();
+            out.push(share_empty_columns(all));
+        }
+    };
+    for b in batches {
+        if b.num_rows() == 0 {
+            continue;
+        }
+        if rows + b.num_rows() > GROUP_ROWS {
+            flush(&mut run, &mut out);
+            rows = 0;
+        }
+        if b.schema().fields() != EVENTS.fields() {
+            // Kept apart, in order.
+            flush(&mut run, &mut out);
+            rows = 0;
+            out.push(b);
+            continue;
+        }
+        rows += b.num_rows();
+        run.push(b);
+    }
+    flush(&mut run, &mut out);
+    out
 }
 
 /// Collapses redeliveries chunk by chunk, in input order, as chunks come
@@ -114,22 +213,33 @@ impl Deduper {
     /// hash is new for its id is kept as a version, and [`Self::finish`]
     /// folds versions whose values turn out equal.
     pub fn push(&mut self, chunk: &mut ParsedChunk) {
-        let rows = std::mem::replace(
-            &mut chunk.events,
-            ChunkRows::Built(RecordBatch::new_empty(EVENTS.clone())),
-        );
+        let rows = std::mem::replace(&mut chunk.events, ChunkRows::Taken);
         let keys = std::mem::take(&mut chunk.keys);
-        let ci = self.kept.len() as u32;
+        let joins = rows.is_events_layout()
+            && self
+                .kept
+                .last()
+                .is_some_and(|g| g.is_open() && g.redeliveries.len() + keys.len() < GROUP_ROWS);
+        if !joins {
+            if let Some(last) = self.kept.last_mut() {
+                last.close();
+            }
+            self.kept.push(Kept::open());
+        }
+        let gi = self.kept.len() - 1;
+        let first_row = self.kept[gi].redeliveries.len() as u32;
+        let chunk_idx = self.per_chunk.len() as u32;
+        self.kept[gi].chunks.push((first_row, chunk_idx));
         let stored = stored_redeliveries(&rows);
         let mut keep = Vec::with_capacity(keys.len());
-        let mut redeliveries: Vec<i64> = Vec::with_capacity(keys.len());
         let mut counts = (0u64, 0u64);
+        let mut kept = 0;
         for (ri, &(id_hash, content_hash)) in keys.iter().enumerate() {
             let stored = stored.get(ri).copied().unwrap_or(0);
             let here = Version {
                 content_hash,
-                chunk: ci,
-                row: redeliveries.len() as u32,
+                chunk: gi as u32,
+                row: self.kept[gi].redeliveries.len() as u32,
             };
             let v1 = match self.first.entry(id_hash) {
                 Entry::Vacant(slot) => {
@@ -148,11 +258,7 @@ impl Deduper {
             match seen {
                 Some(v) => {
                     let repeats = 1 + stored;
-                    if v.chunk == ci {
-                        redeliveries[v.row as usize] += repeats;
-                    } else {
-                        self.kept[v.chunk as usize].redeliveries[v.row as usize] += repeats;
-                    }
+                    self.kept[v.chunk as usize].redeliveries[v.row as usize] += repeats;
                     counts.1 += repeats as u64;
                     keep.push(false);
                 }
@@ -162,22 +268,27 @@ impl Deduper {
                     }
                     counts.0 += 1;
                     keep.push(true);
-                    redeliveries.push(stored);
+                    kept += 1;
+                    self.kept[gi].redeliveries.push(stored);
                 }
             }
         }
-        let kept = redeliveries.len();
-        self.kept.push(Kept {
-            events: rows.keep(keep, kept),
-            redeliveries,
-            version: vec![1; kept],
-        });
+        let alone = !rows.is_events_layout();
+        let group = &mut self.kept[gi];
+        group.parts.push(rows.keep(keep, kept));
+        let full = group.redeliveries.len() >= GROUP_ROWS / 2 || group.parts.len() >= GROUP_PARTS;
+        if full || alone {
+            group.close();
+        }
         self.per_chunk.push(counts);
     }
 
     /// Fold versions with equal values, number the rest and attach the
     /// final counts.
     pub fn finish(mut self) -> Outcome {
+        if let Some(last) = self.kept.last_mut() {
+            last.close();
+        }
         // Rows dropped from chunks already laid out: (chunk, row).
         let mut folded: Vec<(u32, u32)> = Vec::new();
         for (id_hash, others) in &self.later {
@@ -198,7 +309,8 @@ impl Deduper {
                         let repeats = 1 + kept.redeliveries[v.row as usize];
                         self.kept[earlier.chunk as usize].redeliveries[earlier.row as usize] +=
                             repeats;
-                        let counts = &mut self.per_chunk[v.chunk as usize];
+                        let from = self.kept[v.chunk as usize].chunk_of(v.row);
+                        let counts = &mut self.per_chunk[from];
                         counts.0 -= 1;
                         counts.1 += 1 + stored as u64;
                         folded.push((v.chunk, v.row));
@@ -245,7 +357,7 @@ impl Deduper {
             })
             .collect();
         Outcome {
-            batches,
+            batches: coalesce(batches),
             per_chunk: self.per_chunk,
         }
     }
@@ -389,6 +501,58 @@ mod tests {
 
     fn column<'a>(batch: &'a RecordBatch, name: &str) -> &'a ArrayRef {
         batch.column(events_col(name))
+    }
+
+    fn line(id: &str, ty: &str) -> String {
+        format!(
+            r#"{{"spec_version":"0.2","id":"{id}","type":"{ty}","source":"s","created_at":"2026-07-14T12:00:00Z","payload":{{}}}}"#
+        )
+    }
+
+    #[test]
+    fn one_line_chunks_share_batches_and_keep_their_counts() {
+        // 3,000 chunks of one line (3,000 files of one line): e0 comes back
+        // as a redelivery every 1000 chunks, and as another version once.
+        let mut dedup = Deduper::with_capacity(16);
+        let mut per_chunk = Vec::new();
+        for i in 0..3000u32 {
+            let l = match i {
+                1000 | 2000 => line("e0", "t.x"),
+                2999 => line("e0", "t.y"),
+                _ => line(&format!("e{i}"), "t.x"),
+            };
+            let mut c = chunk(i, 1, &[&l]);
+            dedup.push(&mut c);
+            per_chunk.push(c);
+        }
+        let out = dedup.finish();
+        let rows: usize = out.batches.iter().map(|b| b.num_rows()).sum();
+        assert_eq!(rows, 2998);
+        assert!(out.batches.len() <= 2, "{} batches", out.batches.len());
+        assert_eq!(out.per_chunk[1000], (0, 1));
+        assert_eq!(out.per_chunk[2999], (1, 0));
+        let mut e0 = Vec::new();
+        for b in &out.batches {
+            let id = column(b, "id")
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap();
+            let red = column(b, "redeliveries")
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap();
+            let ver = column(b, "version")
+                .as_any()
+                .downcast_ref::<Int32Array>()
+                .unwrap();
+            for r in (0..b.num_rows()).filter(|&r| id.value(r) == "e0") {
+                e0.push((red.value(r), ver.value(r)));
+            }
+            for c in b.columns() {
+                c.to_data().validate_full().unwrap();
+            }
+        }
+        assert_eq!(e0, [(2, 1), (0, 2)]);
     }
 
     #[test]

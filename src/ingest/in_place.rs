@@ -68,16 +68,44 @@ pub fn scan_inputs(paths: &[PathBuf]) -> anyhow::Result<ParquetInputs> {
 }
 
 /// Seqs identify events in every rule; files of one run never share one,
-/// but two runs without distinct `--shard` numbers would.
+/// but two runs without distinct `--shard` numbers would. One sweep over
+/// the ranges by start, not every pair (20,000 files are 2 * 10^8 pairs).
 fn check_seqs_disjoint(ranges: &[(Option<String>, (i64, i64), String)]) -> anyhow::Result<()> {
-    for (i, (run_a, (lo_a, hi_a), a)) in ranges.iter().enumerate() {
-        for (run_b, (lo_b, hi_b), b) in &ranges[i + 1..] {
-            if run_a != run_b && lo_a <= hi_b && lo_b <= hi_a {
-                anyhow::bail!(
-                    "{a} and {b} come from different convert runs with overlapping seqs; \
-                     convert each shard with its own --shard N (0..2047) so events keep distinct seqs"
-                );
+    let mut order: Vec<&(Option<String>, (i64, i64), String)> = ranges.iter().collect();
+    order.sort_by_key(|(_, (lo, _), _)| *lo);
+    // Among the ranges before: the one reaching furthest, and the one
+    // reaching furthest from another run than that one's. A range from a
+    // different run overlaps one of them if it overlaps any.
+    let mut furthest: Option<&(Option<String>, (i64, i64), String)> = None;
+    let mut other: Option<&(Option<String>, (i64, i64), String)> = None;
+    for r in order {
+        let (run, (lo, hi), name) = r;
+        let clash = match furthest {
+            Some(f) if f.0 != *run => Some(f),
+            _ => other,
+        };
+        if let Some((_, (_, reach), earlier)) = clash
+            && reach >= lo
+        {
+            anyhow::bail!(
+                "{earlier} and {name} come from different convert runs with overlapping seqs; \
+                 convert each shard with its own --shard N (0..2047) so events keep distinct seqs"
+            );
+        }
+        match furthest {
+            Some(f) if f.1.1 >= *hi => {
+                if f.0 != *run && other.is_none_or(|o| o.1.1 < *hi) {
+                    other = Some(r);
+                }
             }
+            Some(f) => {
+                // Of the same run, `other` still reaches furthest elsewhere.
+                if f.0 != *run {
+                    other = Some(f);
+                }
+                furthest = Some(r);
+            }
+            None => furthest = Some(r),
         }
     }
     Ok(())
@@ -122,4 +150,58 @@ fn listing(paths: &[PathBuf], schema: SchemaRef) -> Result<ListingTable> {
         .with_listing_options(options)
         .with_schema(schema);
     ListingTable::try_new(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every pair, as the check was written before the sweep.
+    fn any_clash(ranges: &[(Option<String>, (i64, i64), String)]) -> bool {
+        ranges
+            .iter()
+            .enumerate()
+            .any(|(i, (run_a, (lo_a, hi_a), _))| {
+                ranges[i + 1..]
+                    .iter()
+                    .any(|(run_b, (lo_b, hi_b), _)| run_a != run_b && lo_a <= hi_b && lo_b <= hi_a)
+            })
+    }
+
+    #[test]
+    fn the_sweep_finds_exactly_the_overlaps_of_different_runs() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        let (mut clashes, mut clean) = (0, 0);
+        for _ in 0..3000 {
+            let count = 1 + next(6) as usize;
+            let ranges: Vec<_> = (0..count)
+                .map(|i| {
+                    let run = match next(4) {
+                        0 => None,
+                        r => Some(format!("run{r}")),
+                    };
+                    let lo = next(40) as i64;
+                    (run, (lo, lo + next(8) as i64), format!("f{i}"))
+                })
+                .collect();
+            let expected = any_clash(&ranges);
+            assert_eq!(
+                check_seqs_disjoint(&ranges).is_err(),
+                expected,
+                "{ranges:?}"
+            );
+            if expected {
+                clashes += 1;
+            } else {
+                clean += 1;
+            }
+        }
+        assert!(clashes > 100 && clean > 100, "{clashes} / {clean}");
+    }
 }

@@ -14,9 +14,14 @@ use super::schema::{
 };
 use datafusion::arrow::array::{Array, Int64Array, StringArray};
 use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Fields};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::parquet::arrow::ProjectionMask;
-use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use datafusion::parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+use datafusion::parquet::file::metadata::ParquetMetaData;
+use datafusion::parquet::file::reader::ChunkReader;
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::path::Path;
@@ -64,10 +69,8 @@ struct Opened {
 
 /// Which of `convert`'s tables a Parquet file holds (None: not ours, by its
 /// layout key, table key and exact schema), and the convert run it came from.
-fn own_table(
-    builder: &ParquetRecordBatchReaderBuilder<File>,
-) -> (Option<OwnTable>, Option<String>) {
-    let meta = builder
+fn own_table(footer: &ArrowReaderMetadata) -> (Option<OwnTable>, Option<String>) {
+    let meta = footer
         .metadata()
         .file_metadata()
         .key_value_metadata()
@@ -78,7 +81,7 @@ fn own_table(
             .find(|kv| kv.key == k)
             .and_then(|kv| kv.value.clone())
     };
-    let fields = builder.schema().fields();
+    let fields = footer.schema().fields();
     // Layout 1 differs in the events table only (read as layout 2).
     let events = match get(LAYOUT_KEY).as_deref() {
         Some(LAYOUT_VERSION) => EVENTS.fields(),
@@ -94,11 +97,56 @@ fn own_table(
     (table, get(RUN_KEY))
 }
 
-/// A reader over the file at `path`, or why it cannot be read.
-fn reader_builder(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>, String> {
+/// The file at `path` and its footer, or why it cannot be read.
+fn open_file(path: &Path) -> Result<(File, ArrowReaderMetadata), String> {
     let file = File::open(path).map_err(|e| format!("cannot open: {e}"))?;
-    ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| format!("not a readable Parquet file: {e}"))
+    let footer = read_footer(&file)?;
+    Ok((file, footer))
+}
+
+/// Parse a file's footer (once per file: every reader of it shares it) and
+/// check that its columns are unambiguous.
+fn read_footer<R: ChunkReader>(reader: &R) -> Result<ArrowReaderMetadata, String> {
+    let footer = ArrowReaderMetadata::load(reader, ArrowReaderOptions::new())
+        .map_err(|e| format!("not a readable Parquet file: {e}"))?;
+    unambiguous(footer.schema().fields(), "")?;
+    Ok(footer)
+}
+
+/// Two columns of one name (at the top or inside a struct) would both
+/// become one JSON key, the last silently winning; refused as NDJSON lines
+/// with a repeated key are.
+fn unambiguous(fields: &Fields, within: &str) -> Result<(), String> {
+    let mut names = std::collections::HashSet::new();
+    for f in fields.iter() {
+        let path = if within.is_empty() {
+            f.name().clone()
+        } else {
+            format!("{within}.{}", f.name())
+        };
+        if !names.insert(f.name().as_str()) {
+            return Err(format!(
+                "ambiguous Parquet schema: two columns named {path:?}; no row of it was used"
+            ));
+        }
+        nested_unambiguous(f.data_type(), &path)?;
+    }
+    Ok(())
+}
+
+/// [`unambiguous`] for the fields nested in a column of type `t`.
+fn nested_unambiguous(t: &DataType, path: &str) -> Result<(), String> {
+    match t {
+        DataType::Struct(fields) => unambiguous(fields, path),
+        DataType::List(item)
+        | DataType::LargeList(item)
+        | DataType::ListView(item)
+        | DataType::LargeListView(item)
+        | DataType::FixedSizeList(item, _)
+        | DataType::Map(item, _) => nested_unambiguous(item.data_type(), path),
+        DataType::Dictionary(_, value) => nested_unambiguous(value, path),
+        _ => Ok(()),
+    }
 }
 
 fn open(input: &Input, threads: usize) -> Opened {
@@ -108,11 +156,11 @@ fn open(input: &Input, threads: usize) -> Opened {
         batches: Vec::new(),
         error: Some(e),
     };
-    let builder = match reader_builder(&input.path) {
-        Ok(b) => b,
+    let footer = match open_file(&input.path) {
+        Ok((_, footer)) => footer,
         Err(e) => return failed(e),
     };
-    let (table, run) = own_table(&builder);
+    let (table, run) = own_table(&footer);
     let kind = match table {
         Some(OwnTable::Events) => Kind::Events,
         Some(OwnTable::BadLines) => Kind::BadLines,
@@ -128,7 +176,8 @@ fn open(input: &Input, threads: usize) -> Opened {
         };
     }
     let skip_empty = matches!(kind, Kind::Events);
-    let (mut batches, mut error) = decode(&input.path, builder, threads, skip_empty);
+    let reopen = || File::open(&input.path).map_err(|e| format!("cannot open: {e}"));
+    let (mut batches, mut error) = decode(&footer, &reopen, threads, skip_empty);
     let mut kind = kind;
     if matches!(kind, Kind::Events)
         && let Some(bad) = batches.iter().find_map(implausible_events)
@@ -157,38 +206,37 @@ const BATCH_ROWS: usize = 8192;
 
 /// Decode a file's row groups, several at a time, into batches in file
 /// order; an error ends the file there (the rows before it are kept).
-fn decode(
-    path: &Path,
-    builder: ParquetRecordBatchReaderBuilder<File>,
+/// Each reader opens the file with `open` (clones of one handle share a
+/// position, and the reader seeks) and reuses the parsed `footer`: parsing
+/// it again per row group was quadratic (10,000 row groups did not finish
+/// in 3 minutes).
+fn decode<R: ChunkReader + 'static>(
+    footer: &ArrowReaderMetadata,
+    open: &(dyn Fn() -> Result<R, String> + Sync),
     threads: usize,
     skip_empty: bool,
 ) -> Decoded {
-    let groups = builder.metadata().num_row_groups();
-    if groups <= 1 || threads <= 1 {
-        let all: Vec<usize> = (0..groups).collect();
-        return read_batches(builder, skip_empty.then_some(&all[..]));
+    let spans = spans(footer.metadata());
+    let read = |groups: &[usize]| match open() {
+        Ok(reader) => read_batches(reader, footer, groups, skip_empty),
+        Err(e) => (Vec::new(), Some(e)),
+    };
+    if spans.len() <= 1 || threads <= 1 {
+        let all: Vec<usize> = spans.concat();
+        return read(&all);
     }
-    drop(builder);
-    // Each worker opens the file itself: clones of one handle share a
-    // position, and the reader seeks.
     let next = AtomicUsize::new(0);
-    let decoded: Vec<Mutex<Option<Decoded>>> = (0..groups).map(|_| Mutex::new(None)).collect();
+    let decoded: Vec<Mutex<Option<Decoded>>> = spans.iter().map(|_| Mutex::new(None)).collect();
     std::thread::scope(|scope| {
-        for _ in 0..threads.min(groups) {
+        for _ in 0..threads.min(spans.len()) {
             scope.spawn(|| {
                 loop {
-                    let group = next.fetch_add(1, Ordering::Relaxed);
-                    if group >= groups {
+                    let span = next.fetch_add(1, Ordering::Relaxed);
+                    if span >= spans.len() {
                         break;
                     }
-                    let result = match reader_builder(path) {
-                        Ok(b) => read_batches(
-                            b.with_row_groups(vec![group]),
-                            skip_empty.then_some(&[group][..]),
-                        ),
-                        Err(e) => (Vec::new(), Some(e)),
-                    };
-                    if let Ok(mut slot) = decoded[group].lock() {
+                    let result = read(&spans[span]);
+                    if let Ok(mut slot) = decoded[span].lock() {
                         *slot = Some(result);
                     }
                 }
@@ -210,22 +258,50 @@ fn decode(
     (batches, None)
 }
 
-/// Read what a reader builder selects, batch by batch, so that a break keeps
-/// what came before it. With `empty_in` (the row groups selected), columns
-/// whose statistics say they are null in every one of them are not decoded
-/// but laid out as shared all-null arrays: most events columns are empty,
-/// and decoding them was most of reading a file.
-fn read_batches(
-    builder: ParquetRecordBatchReaderBuilder<File>,
-    empty_in: Option<&[usize]>,
+/// The row groups in runs of consecutive ones holding `BATCH_ROWS` rows or
+/// more (the last run may hold fewer): the unit a worker decodes, so that
+/// tiny row groups cost neither a reader nor a batch each.
+fn spans(meta: &ParquetMetaData) -> Vec<Vec<usize>> {
+    let mut spans = Vec::new();
+    let (mut span, mut rows) = (Vec::new(), 0i64);
+    for (g, group) in meta.row_groups().iter().enumerate() {
+        span.push(g);
+        rows += group.num_rows();
+        if rows >= BATCH_ROWS as i64 {
+            spans.push(std::mem::take(&mut span));
+            rows = 0;
+        }
+    }
+    if !span.is_empty() {
+        spans.push(span);
+    }
+    spans
+}
+
+/// Read the row groups `groups` of a file, batch by batch, so that a break
+/// keeps what came before it. With `skip_empty`, columns whose statistics
+/// say they are null in every one of them are not decoded but laid out as
+/// shared all-null arrays: most events columns are empty, and decoding
+/// them was most of reading a file.
+fn read_batches<R: ChunkReader + 'static>(
+    reader: R,
+    footer: &ArrowReaderMetadata,
+    groups: &[usize],
+    skip_empty: bool,
 ) -> Decoded {
     let mut batches = Vec::new();
-    let empty = empty_in.map_or_else(Vec::new, |groups| empty_columns(&builder, groups));
+    let empty = if skip_empty {
+        empty_columns(footer, groups)
+    } else {
+        Vec::new()
+    };
+    let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(reader, footer.clone())
+        .with_row_groups(groups.to_vec());
     let builder = if empty.is_empty() {
         builder
     } else {
         let kept = (0..empty.len()).filter(|&c| !empty[c]);
-        let mask = ProjectionMask::leaves(builder.parquet_schema(), kept);
+        let mask = ProjectionMask::leaves(footer.parquet_schema(), kept);
         builder.with_projection(mask)
     };
     let reader = match builder.with_batch_size(BATCH_ROWS).build() {
@@ -247,10 +323,10 @@ fn read_batches(
 /// Per events column: null in every row of the row groups `groups`, by
 /// the file's statistics. Empty when the file is not laid out one leaf per
 /// events column (then every column is read).
-fn empty_columns(builder: &ParquetRecordBatchReaderBuilder<File>, groups: &[usize]) -> Vec<bool> {
-    let meta = builder.metadata();
+fn empty_columns(footer: &ArrowReaderMetadata, groups: &[usize]) -> Vec<bool> {
+    let meta = footer.metadata();
     let columns = EVENTS.fields().len();
-    if builder.parquet_schema().num_columns() != columns {
+    if footer.parquet_schema().num_columns() != columns {
         return Vec::new();
     }
     // A required column is always read: statistics that claim it empty
@@ -587,9 +663,8 @@ pub struct OwnFile {
 /// Describe one of `convert`'s files, reading only its footer and the
 /// `seq` and `redeliveries` columns. Anything else is an error that says so.
 pub fn describe_own(input: &Input) -> Result<OwnFile, String> {
-    use datafusion::parquet::arrow::ProjectionMask;
-    let builder = reader_builder(&input.path)?;
-    let (Some(table), run) = own_table(&builder) else {
+    let (file, footer) = open_file(&input.path)?;
+    let (Some(table), run) = own_table(&footer) else {
         return Err(
             "not written by this version of `hvaudit convert`; a cluster or --in-place \
              reads only convert's output (run `hvaudit convert LOGS -o DIR` first)"
@@ -600,15 +675,16 @@ pub fn describe_own(input: &Input) -> Result<OwnFile, String> {
         OwnTable::Evidence => "event_seq",
         OwnTable::Events | OwnTable::BadLines => "seq",
     };
-    let fields = builder.schema().fields().clone();
-    let wanted: Vec<usize> = fields
+    let wanted: Vec<usize> = footer
+        .schema()
+        .fields()
         .iter()
         .enumerate()
         .filter(|(_, f)| f.name() == seq_col || f.name() == "redeliveries")
         .map(|(i, _)| i)
         .collect();
-    let mask = ProjectionMask::roots(builder.parquet_schema(), wanted);
-    let reader = builder
+    let mask = ProjectionMask::roots(footer.parquet_schema(), wanted);
+    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, footer)
         .with_projection(mask)
         .with_batch_size(65536)
         .build()
@@ -695,37 +771,172 @@ mod tests {
             .collect()
     }
 
+    fn open_path(path: &Path) -> impl Fn() -> Result<File, String> + Sync + '_ {
+        move || File::open(path).map_err(|e| e.to_string())
+    }
+
     #[test]
     fn row_groups_decoded_in_parallel_come_back_in_file_order() {
-        let file = numbered_file(7, 1000);
+        // Seven groups of 5000 rows: four runs of two groups (the last of one).
+        let file = numbered_file(7, 5000);
         let path = file.path();
-        assert_eq!(reader_builder(path).unwrap().metadata().num_row_groups(), 7);
-        let (parallel, error) = decode(path, reader_builder(path).unwrap(), 3, true);
+        let (_, footer) = open_file(path).unwrap();
+        assert_eq!(footer.metadata().num_row_groups(), 7);
+        assert_eq!(spans(footer.metadata()).len(), 4);
+        let (parallel, error) = decode(&footer, &open_path(path), 3, true);
         assert!(error.is_none());
-        let (serial, _) = decode(path, reader_builder(path).unwrap(), 1, true);
-        let expected: Vec<i64> = (0..7000).collect();
+        let (serial, _) = decode(&footer, &open_path(path), 1, true);
+        let expected: Vec<i64> = (0..35_000).collect();
         assert_eq!(numbers(&parallel), expected);
         assert_eq!(numbers(&serial), expected);
     }
+
+    /// A file in memory that counts the bytes read from it.
+    struct Counted {
+        data: bytes::Bytes,
+        read: Arc<std::sync::atomic::AtomicU64>,
+    }
+
+    struct CountedRead<R> {
+        inner: R,
+        read: Arc<std::sync::atomic::AtomicU64>,
+    }
+
+    impl<R: std::io::Read> std::io::Read for CountedRead<R> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.inner.read(buf)?;
+            self.read.fetch_add(n as u64, Ordering::Relaxed);
+            Ok(n)
+        }
+    }
+
+    impl datafusion::parquet::file::reader::Length for Counted {
+        fn len(&self) -> u64 {
+            self.data.len() as u64
+        }
+    }
+
+    impl ChunkReader for Counted {
+        type T = CountedRead<<bytes::Bytes as ChunkReader>::T>;
+
+        fn get_read(&self, start: u64) -> datafusion::parquet::errors::Result<Self::T> {
+            Ok(CountedRead {
+                inner: self.data.get_read(start)?,
+                read: Arc::clone(&self.read),
+            })
+        }
+
+        fn get_bytes(
+            &self,
+            start: u64,
+            length: usize,
+        ) -> datafusion::parquet::errors::Result<bytes::Bytes> {
+            self.read.fetch_add(length as u64, Ordering::Relaxed);
+            self.data.get_bytes(start, length)
+        }
+    }
+
+    #[test]
+    fn bytes_read_grow_linearly_with_the_row_groups() {
+        // Row groups of 64 rows, 1x and 4x of them, read by 4 workers. The
+        // footer lists every row group: parsed again for each, the bytes read
+        // grew with the square of their number (16x here).
+        let read = |groups: usize| {
+            let file = numbered_file(groups, 64);
+            let data = bytes::Bytes::from(std::fs::read(file.path()).unwrap());
+            let read = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let open = || {
+                Ok(Counted {
+                    data: data.clone(),
+                    read: Arc::clone(&read),
+                })
+            };
+            let footer = read_footer(&open().unwrap()).unwrap();
+            let (batches, error) = decode(&footer, &open, 4, true);
+            assert!(error.is_none(), "{error:?}");
+            assert_eq!(
+                numbers(&batches),
+                (0..64 * groups as i64).collect::<Vec<_>>()
+            );
+            assert!(
+                batches.len() <= groups * 64 / BATCH_ROWS + spans(footer.metadata()).len(),
+                "{} batches: tiny row groups make full batches",
+                batches.len()
+            );
+            (read.load(Ordering::Relaxed), data.len() as u64)
+        };
+        let (small, small_file) = read(256);
+        let (large, large_file) = read(1024);
+        assert!(
+            large <= 3 * large_file,
+            "{large} bytes read from a file of {large_file}"
+        );
+        assert!(
+            large * small_file <= 2 * small * large_file,
+            "{small} then {large} bytes read: not linear"
+        );
+    }
+
+    #[test]
+    fn a_repeated_column_name_at_any_level_is_refused_with_its_name() {
+        use datafusion::arrow::array::{ArrayRef, StringArray, StructArray};
+        let text = |v: &str| Arc::new(StringArray::from(vec![v])) as ArrayRef;
+        let write = |columns: Vec<(&str, ArrayRef)>| {
+            let fields: Vec<Field> = columns
+                .iter()
+                .map(|(n, a)| Field::new(*n, a.data_type().clone(), true))
+                .collect();
+            let schema = Arc::new(Schema::new(fields));
+            let arrays = columns.into_iter().map(|(_, a)| a).collect();
+            let mut out = Vec::new();
+            let mut w = ArrowWriter::try_new(&mut out, schema.clone(), None).unwrap();
+            w.write(&RecordBatch::try_new(schema, arrays).unwrap())
+                .unwrap();
+            w.close().unwrap();
+            read_footer(&bytes::Bytes::from(out)).map(drop)
+        };
+        let e = write(vec![
+            ("id", text("e1")),
+            ("type", text("task.started")),
+            ("id", text("e2")),
+        ])
+        .unwrap_err();
+        assert!(e.contains("two columns named \"id\""), "{e}");
+        let inner = StructArray::from(vec![
+            (Arc::new(Field::new("x", DataType::Utf8, true)), text("1")),
+            (Arc::new(Field::new("x", DataType::Utf8, true)), text("2")),
+        ]);
+        let e = write(vec![("id", text("e1")), ("payload", Arc::new(inner))]).unwrap_err();
+        assert!(e.contains("two columns named \"payload.x\""), "{e}");
+        let fine = StructArray::from(vec![(
+            Arc::new(Field::new("id", DataType::Utf8, true)),
+            text("1"),
+        )]);
+        write(vec![("id", text("e1")), ("payload", Arc::new(fine))])
+            .expect("one name at different levels is not ambiguous");
+    }
+
     #[test]
     fn columns_empty_in_a_row_group_are_laid_out_as_nulls_not_decoded() {
         use crate::ingest::row::{EventBuilders, Row};
-        // Six events in row groups of three; `topic` is set only in the second.
-        let mut rows = EventBuilders::new("x".into(), 6);
-        for seq in 0..6 {
+        // Events in two row groups of BATCH_ROWS; `topic` is set only in
+        // the second.
+        let n = 2 * BATCH_ROWS as i64;
+        let mut rows = EventBuilders::new("x".into(), n as usize);
+        for seq in 0..n {
             rows.push(&Row {
                 seq,
                 id: format!("e{seq}").into(),
                 type_: "t.x".into(),
                 dialect: "0.2",
-                topic: (seq >= 3).then(|| "news".into()),
+                topic: (seq >= n / 2).then(|| "news".into()),
                 ..Row::default()
             });
         }
         let batch = rows.finish();
         let file = tempfile::NamedTempFile::new().unwrap();
         let props = WriterProperties::builder()
-            .set_max_row_group_row_count(Some(3))
+            .set_max_row_group_row_count(Some(BATCH_ROWS))
             .build();
         let mut w =
             ArrowWriter::try_new(file.reopen().unwrap(), EVENTS.clone(), Some(props)).unwrap();
@@ -733,17 +944,17 @@ mod tests {
         w.close().unwrap();
         let path = file.path();
         let topic = EVENTS.index_of("topic").unwrap();
-        let builder = reader_builder(path).unwrap();
+        let (_, footer) = open_file(path).unwrap();
         assert!(
-            empty_columns(&builder, &[0])[topic],
+            empty_columns(&footer, &[0])[topic],
             "topic is empty in the first group"
         );
-        assert!(!empty_columns(&builder, &[0, 1])[topic]);
-        let (plain, _) = decode(path, reader_builder(path).unwrap(), 1, false);
+        assert!(!empty_columns(&footer, &[0, 1])[topic]);
+        let (plain, _) = decode(&footer, &open_path(path), 1, false);
         let plain = datafusion::arrow::compute::concat_batches(&EVENTS, &plain).unwrap();
         assert_eq!(plain, batch);
         for threads in [1, 2] {
-            let (read, error) = decode(path, reader_builder(path).unwrap(), threads, true);
+            let (read, error) = decode(&footer, &open_path(path), threads, true);
             assert!(error.is_none());
             let read = datafusion::arrow::compute::concat_batches(&EVENTS, &read).unwrap();
             assert_eq!(read, batch, "{threads} threads");

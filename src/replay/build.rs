@@ -1,7 +1,7 @@
 //! Building a `Replay`: find the tasks with SQL, fetch their events, then
 //! derive the states at the instant, the token holders and the findings.
 
-use super::query::{Cols, int, placeholders, rows, texts};
+use super::query::{Cols, int, list_table, rows, texts, texts_array};
 use super::state;
 use super::{
     BasisRef, EventKind, EventRef, LIFECYCLE, Replay, ReplayError, ReplayEvent, ReplayRequest,
@@ -13,12 +13,16 @@ use crate::finding::{Finding, Report, Span};
 use crate::findings::Findings;
 use crate::ingest::Ingested;
 use chrono::DateTime;
+use datafusion::arrow::array::Int64Array;
 use datafusion::error::Result;
 use datafusion::prelude::SessionContext;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
-/// Guards the parent walk against cycles in hostile logs.
-const MAX_DEPTH: usize = 10_000;
+/// Tables of the values a replay query looks up (`value` column).
+const MEMBERS: &str = "replay_members";
+const DECISIONS: &str = "replay_decisions";
+const REFS: &str = "replay_refs";
 
 pub(super) async fn build(
     cfg: &AuditConfig,
@@ -95,41 +99,25 @@ async fn members(
                 return Err(unknown());
             }
             roles.insert(id.clone(), Role::Focus);
+            let links = links(ctx).await?;
+            // Up the first parent links; a cycle ends at a task already
+            // taken, so no depth cap is needed.
             let mut cur = id.clone();
-            for _ in 0..MAX_DEPTH {
-                let parent = texts(
-                    ctx,
-                    "SELECT parent_task_id FROM events \
-                     WHERE version = 1 AND task_id = $1 AND parent_task_id IS NOT NULL \
-                       AND parent_task_id <> $1 \
-                     ORDER BY created_us, seq LIMIT 1",
-                    &[&cur],
-                )
-                .await?;
-                match parent.into_iter().next() {
-                    Some(p) if !roles.contains_key(&p) => {
-                        roles.insert(p.clone(), Role::Ancestor);
-                        cur = p;
-                    }
-                    _ => break,
+            while let Some(p) = links.first_parent.get(&cur) {
+                if roles.contains_key(p) {
+                    break;
                 }
+                roles.insert(p.clone(), Role::Ancestor);
+                cur = p.clone();
             }
-            let mut level = vec![id.clone()];
-            while !level.is_empty() {
-                let sql = format!(
-                    "SELECT DISTINCT task_id FROM events \
-                     WHERE version = 1 AND task_id IS NOT NULL AND task_id <> parent_task_id \
-                       AND parent_task_id IN ({}) ORDER BY task_id",
-                    placeholders(1, level.len())
-                );
-                let params: Vec<&str> = level.iter().map(String::as_str).collect();
-                let children = texts(ctx, &sql, &params).await?;
-                level = children
-                    .into_iter()
-                    .filter(|c| !roles.contains_key(c))
-                    .collect();
-                for c in &level {
-                    roles.insert(c.clone(), Role::Descendant);
+            // Down every parent link, breadth first.
+            let mut queue = std::collections::VecDeque::from([id.clone()]);
+            while let Some(t) = queue.pop_front() {
+                for c in links.children.get(&t).into_iter().flatten() {
+                    if !roles.contains_key(c) {
+                        roles.insert(c.clone(), Role::Descendant);
+                        queue.push_back(c.clone());
+                    }
                 }
             }
         }
@@ -158,6 +146,45 @@ async fn members(
     Ok((roles.keys().cloned().collect(), roles))
 }
 
+/// The parent links of the whole log, read with one query and walked in
+/// memory: a query per tree level made a 50,000-deep chain or a 100 k-wide
+/// tree take minutes.
+struct Links {
+    /// Each task's parent on its first event (by created_us, seq) that names
+    /// one other than itself.
+    first_parent: HashMap<String, String>,
+    /// Every task naming each parent on some event.
+    children: HashMap<String, Vec<String>>,
+}
+
+async fn links(ctx: &SessionContext) -> Result<Links> {
+    // One row per (task, parent) pair, in the order of each pair's first
+    // event: the first row of a task is its first parent link.
+    let sql = "SELECT task_id, parent_task_id FROM ( \
+                 SELECT task_id, parent_task_id, \
+                        first_value(created_us ORDER BY created_us, seq) AS first_us, \
+                        first_value(seq ORDER BY created_us, seq) AS first_seq \
+                 FROM events \
+                 WHERE version = 1 AND task_id IS NOT NULL AND parent_task_id IS NOT NULL \
+                   AND task_id <> parent_task_id \
+                 GROUP BY task_id, parent_task_id) \
+               ORDER BY first_us, first_seq";
+    let mut links = Links {
+        first_parent: HashMap::new(),
+        children: HashMap::new(),
+    };
+    for b in rows(ctx, sql, &[]).await? {
+        let c = Cols::new(&b);
+        let (task, parent) = (c.text("task_id")?, c.text("parent_task_id")?);
+        for (t, p) in task.into_iter().zip(parent) {
+            let (Some(t), Some(p)) = (t, p) else { continue };
+            links.children.entry(p.clone()).or_default().push(t.clone());
+            links.first_parent.entry(t).or_insert(p);
+        }
+    }
+    Ok(links)
+}
+
 /// Every event of the member tasks (all versions), plus the session's own
 /// events for a session, by (created_us, seq).
 async fn events(
@@ -165,12 +192,15 @@ async fn events(
     members: &BTreeSet<String>,
     scope: &Scope,
 ) -> Result<Vec<ReplayEvent>> {
-    let mut params: Vec<&str> = members.iter().map(String::as_str).collect();
-    let mut cond = if members.is_empty() {
-        "FALSE".to_string()
-    } else {
-        format!("task_id IN ({})", placeholders(1, members.len()))
-    };
+    // The members as a table, not an IN list of one parameter each: a tree
+    // of 100 k tasks is one join.
+    list_table(
+        ctx,
+        MEMBERS,
+        texts_array(members.iter().map(String::as_str)),
+    )?;
+    let mut params: Vec<&str> = Vec::new();
+    let mut cond = format!("task_id IN (SELECT value FROM {MEMBERS})");
     if let Scope::Session(id) = scope {
         params.push(id);
         cond = format!("{cond} OR session_id = ${}", params.len());
@@ -258,19 +288,18 @@ fn kind_of(event_type: &str) -> EventKind {
 /// Fills in each decision's basis: its causation_id and evidence entries,
 /// resolved to the events they name.
 async fn basis(ctx: &SessionContext, timeline: &mut [ReplayEvent]) -> Result<()> {
-    let seqs: Vec<String> = timeline
+    let seqs: Vec<i64> = timeline
         .iter()
         .filter(|e| e.kind == EventKind::Decision && e.version == 1)
-        .map(|e| e.seq.to_string())
+        .map(|e| e.seq)
         .collect();
     if seqs.is_empty() {
         return Ok(());
     }
-    // Seqs are our own integers, not log text: safe to list inline.
+    list_table(ctx, DECISIONS, Arc::new(Int64Array::from(seqs)))?;
     let sql = format!(
         "SELECT event_seq, pos, source, ref_id FROM evidence \
-         WHERE event_seq IN ({}) ORDER BY event_seq, pos",
-        seqs.join(", ")
+         WHERE event_seq IN (SELECT value FROM {DECISIONS}) ORDER BY event_seq, pos"
     );
     let mut chains: BTreeMap<i64, Vec<BasisRef>> = BTreeMap::new();
     for b in rows(ctx, &sql, &[]).await? {
@@ -319,14 +348,13 @@ async fn basis(ctx: &SessionContext, timeline: &mut [ReplayEvent]) -> Result<()>
     if ids.is_empty() {
         return Ok(());
     }
+    list_table(ctx, REFS, texts_array(ids.into_iter()))?;
     let sql = format!(
         "SELECT id, type, created_us, src_file, src_line FROM events \
-         WHERE version = 1 AND id IN ({}) ORDER BY created_us, seq",
-        placeholders(1, ids.len())
+         WHERE version = 1 AND id IN (SELECT value FROM {REFS}) ORDER BY created_us, seq"
     );
-    let params: Vec<&str> = ids.into_iter().collect();
     let mut found: HashMap<String, EventRef> = HashMap::new();
-    for b in rows(ctx, &sql, &params).await? {
+    for b in rows(ctx, &sql, &[]).await? {
         let c = Cols::new(&b);
         let (id, ty, us, file, line) = (
             c.text("id")?,
@@ -384,7 +412,10 @@ fn mark_events(timeline: &mut [ReplayEvent], findings: &[Finding]) {
     for (i, f) in findings.iter().enumerate() {
         for l in &f.locations {
             let v = by_place.entry((l.file.as_str(), l.line)).or_default();
-            if !v.contains(&i) {
+            // Findings come in order: a repeat can only be the last one (a
+            // scan of the list was quadratic when 100 k findings cite one
+            // parent's event).
+            if v.last() != Some(&i) {
                 v.push(i);
             }
         }
@@ -393,5 +424,73 @@ fn mark_events(timeline: &mut [ReplayEvent], findings: &[Finding]) {
         if let Some(v) = by_place.get(&(e.file.as_str(), e.line)) {
             e.findings = v.clone();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::{IngestOptions, ingest};
+
+    /// A task of the 0.2 dialect with an optional parent.
+    fn line(n: usize, task: &str, parent: Option<&str>) -> String {
+        let mut v = serde_json::json!({
+            "spec_version": "0.2", "id": format!("e{n}"), "type": "task.submitted",
+            "source": "agent:a", "task_id": task, "payload": {},
+            "created_at": format!("2026-01-01T00:00:{:02}.{:06}Z", n / 1_000_000 % 60, n % 1_000_000),
+        });
+        if let Some(p) = parent {
+            v["parent_task_id"] = serde_json::json!(p);
+        }
+        v.to_string()
+    }
+
+    /// The queries run to find the tree of `focus`, and its tasks.
+    fn tree_of(lines: &[String], focus: &str) -> (usize, BTreeMap<String, Role>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.ndjson");
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let ingested = ingest(&[path], &IngestOptions::default()).unwrap();
+        let ctx = engine::session(&AuditConfig::default().engine_options()).unwrap();
+        engine::register_tables(&ctx, &ingested).unwrap();
+        crate::audit::block_on(async {
+            super::super::query::QUERIES.with(|n| n.set(0));
+            let (_, roles) = members(&ctx, &Scope::Task(focus.into())).await.unwrap();
+            (super::super::query::QUERIES.with(|n| n.get()), roles)
+        })
+    }
+
+    fn chain(n: usize) -> Vec<String> {
+        (0..n)
+            .map(|i| {
+                let parent = (i > 0).then(|| format!("t{}", i - 1));
+                line(i, &format!("t{i}"), parent.as_deref())
+            })
+            .collect()
+    }
+
+    fn wide(n: usize) -> Vec<String> {
+        std::iter::once(line(0, "root", None))
+            .chain((1..=n).map(|i| line(i, &format!("c{i}"), Some("root"))))
+            .collect()
+    }
+
+    #[test]
+    fn the_tree_takes_as_many_queries_at_any_depth_or_width() {
+        // A query per level (or per ancestor) made a deep chain cost one
+        // scan of the log per task.
+        let (deep, roles) = tree_of(&chain(400), "t200");
+        assert_eq!(roles.len(), 400);
+        assert_eq!(roles["t0"], Role::Ancestor);
+        assert_eq!(roles["t399"], Role::Descendant);
+        let (deeper, roles) = tree_of(&chain(1600), "t800");
+        assert_eq!(roles.len(), 1600);
+        assert_eq!(deep, deeper, "queries for a chain 4x as deep");
+        let (broad, roles) = tree_of(&wide(400), "root");
+        assert_eq!(roles.len(), 401);
+        let (broader, roles) = tree_of(&wide(1600), "root");
+        assert_eq!(roles.len(), 1601);
+        assert_eq!(broad, broader, "queries for a tree 4x as wide");
+        assert!(deep <= 3 && broad <= 3, "{deep} and {broad} queries");
     }
 }

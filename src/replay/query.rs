@@ -1,12 +1,20 @@
 //! The replay's SQL: plain queries over `events` and `evidence`, with every
-//! log-derived value bound as a parameter (`$1`, `$2`, ...), never spliced
-//! into the query text.
+//! log-derived value bound as a parameter (`$1`, `$2`, ...) or held in a
+//! table of values, never spliced into the query text.
 
-use datafusion::arrow::array::{Array, AsArray, RecordBatch};
-use datafusion::arrow::datatypes::{DataType, Int64Type};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema};
 use datafusion::common::ScalarValue;
+use datafusion::datasource::MemTable;
 use datafusion::error::Result;
 use datafusion::prelude::SessionContext;
+use std::sync::Arc;
+
+#[cfg(test)]
+thread_local! {
+    /// Queries run on this thread, for tests that count them.
+    pub(super) static QUERIES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
 
 /// Runs `sql` with `params` bound to `$1..$n`.
 pub(super) async fn rows(
@@ -14,6 +22,8 @@ pub(super) async fn rows(
     sql: &str,
     params: &[&str],
 ) -> Result<Vec<RecordBatch>> {
+    #[cfg(test)]
+    QUERIES.with(|n| n.set(n.get() + 1));
     let mut df = ctx.sql(sql).await?;
     if !params.is_empty() {
         let values: Vec<ScalarValue> = params
@@ -25,12 +35,28 @@ pub(super) async fn rows(
     df.collect().await
 }
 
-/// `$first, $first+1, ...` for an IN list of `n` parameters.
-pub(super) fn placeholders(first: usize, n: usize) -> String {
-    (first..first + n)
-        .map(|i| format!("${i}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+/// Registers `values` as table `name` of one column, `value`, for
+/// `IN (SELECT value FROM name)`: log values stay data, never query text,
+/// and a list of any length is one hash join rather than an expression of
+/// one parameter each.
+pub(super) fn list_table(ctx: &SessionContext, name: &str, values: ArrayRef) -> Result<()> {
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "value",
+        values.data_type().clone(),
+        true,
+    )]));
+    let batch = RecordBatch::try_new(schema.clone(), vec![values])?;
+    ctx.deregister_table(name)?;
+    ctx.register_table(
+        name,
+        Arc::new(MemTable::try_new(schema, vec![vec![batch]])?),
+    )?;
+    Ok(())
+}
+
+/// Text values as an array for [`list_table`].
+pub(super) fn texts_array<'a>(values: impl Iterator<Item = &'a str>) -> ArrayRef {
+    Arc::new(StringArray::from_iter_values(values))
 }
 
 /// Typed access to one batch's columns by name (text may come back as

@@ -99,17 +99,25 @@ fn text(r: &Replay) -> String {
     o
 }
 
+/// Tree guides are drawn for this many levels; a deeper row says how many
+/// more it is nested, so each row's prefix stays short (a 50,000-deep chain
+/// drawn in full was gigabytes of indentation).
+const DRAWN_LEVELS: usize = 24;
+
 /// `├─ `/`└─ ` prefixes for the depth-first task list.
 fn tree_prefixes(tasks: &[TaskState]) -> Vec<String> {
-    let last: Vec<bool> = (0..tasks.len())
-        .map(|i| {
-            let d = tasks[i].depth;
-            tasks[i + 1..]
-                .iter()
-                .take_while(|t| t.depth >= d)
-                .all(|t| t.depth != d)
-        })
-        .collect();
+    // Whether each row is the last of its siblings, from the end: `later[d]`
+    // says the nearest following row at depth d or less is at depth d. (Depth
+    // rises by one at most from row to row, so the resizes are linear.)
+    let mut last = vec![true; tasks.len()];
+    let mut later: Vec<bool> = Vec::new();
+    for (i, t) in tasks.iter().enumerate().rev() {
+        let d = t.depth;
+        last[i] = !later.get(d).copied().unwrap_or(false);
+        later.truncate(d);
+        later.resize(d + 1, false);
+        later[d] = true;
+    }
     let mut open: Vec<bool> = Vec::new();
     tasks
         .iter()
@@ -118,12 +126,16 @@ fn tree_prefixes(tasks: &[TaskState]) -> Vec<String> {
             open.truncate(t.depth);
             let mut p = String::new();
             if t.depth > 0 {
-                for k in 1..t.depth {
+                let drawn = t.depth.min(DRAWN_LEVELS);
+                for k in 1..drawn {
                     p.push_str(if open.get(k).copied().unwrap_or(false) {
                         "│  "
                     } else {
                         "   "
                     });
+                }
+                if t.depth > drawn {
+                    let _ = write!(p, "(+{} levels) ", t.depth - drawn);
                 }
                 p.push_str(if last[i] { "└─ " } else { "├─ " });
             }

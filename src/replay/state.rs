@@ -146,6 +146,22 @@ pub(super) fn tree<'a>(
     for r in rest {
         walk(r, &children, &mut order, &mut seen);
     }
+    // The findings naming each task, in report order, indexed once rather
+    // than searched per task (100 k tasks x 100 k findings).
+    let mut naming: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, x) in findings.iter().enumerate() {
+        let named = x
+            .task_id
+            .as_deref()
+            .into_iter()
+            .chain(x.timeline.iter().filter_map(|e| e.task_id.as_deref()));
+        for task in named {
+            let v = naming.entry(task).or_default();
+            if v.last() != Some(&i) {
+                v.push(i);
+            }
+        }
+    }
     order
         .into_iter()
         .map(|(task, depth)| {
@@ -155,17 +171,7 @@ pub(super) fn tree<'a>(
                 state.as_str(),
                 "completed" | "failed" | "cancelled" | "timed_out"
             );
-            let task_findings = findings
-                .iter()
-                .enumerate()
-                .filter(|(_, x)| {
-                    x.task_id.as_deref() == Some(task)
-                        || x.timeline
-                            .iter()
-                            .any(|e| e.task_id.as_deref() == Some(task))
-                })
-                .map(|(i, _)| i)
-                .collect();
+            let task_findings = naming.get(task).cloned().unwrap_or_default();
             TaskState {
                 task_id: task.to_string(),
                 parent_task_id: f.parent.clone(),
