@@ -3,6 +3,7 @@
 //! same Parquet, down to every finding, location and count.
 
 use crate::common::{sql_csv, synth_log};
+use crate::forced_plans::{FORCED, audit_json, log_and_parquet};
 use assert_cmd::Command;
 use hvaudit::Report;
 use hvaudit::audit::{AuditConfig, audit_cluster, run_audit};
@@ -180,4 +181,28 @@ fn cluster_usage_errors_exit_2_with_what_to_do() {
         out.as_os_str(),
     ]);
     assert!(err.contains("no Ballista scheduler"), "{err}");
+}
+
+#[test]
+fn forced_plans_on_the_cluster_give_the_default_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, parquet) = log_and_parquet(dir.path(), 24);
+    // The default plans give the local report (the tests above); the local
+    // in-place audit stands for them here, in a fraction of the time.
+    let in_place = [std::ffi::OsStr::new("--in-place"), parquet.as_os_str()];
+    let default = audit_json(&in_place, None);
+    let url = &CLUSTER.1;
+    let args = [
+        std::ffi::OsStr::new("--cluster"),
+        url.as_ref(),
+        parquet.as_os_str(),
+    ];
+    // The client sends the settings with every job; the scheduler plans by them.
+    for settings in FORCED {
+        let forced = audit_json(&args, Some(settings));
+        assert!(
+            forced == default,
+            "under {settings}: the cluster report differs from the default plan's"
+        );
+    }
 }
