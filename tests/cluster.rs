@@ -53,12 +53,11 @@ fn on_cluster(dir: &Path) -> Result<Report, hvaudit::audit::AuditError> {
     };
     let catalog = cfg.catalog().unwrap();
     let (rt, url) = &*CLUSTER;
-    // A job the scheduler never finishes must fail the test, not hang CI.
-    rt.block_on(async { tokio::time::timeout(DEADLINE, audit_cluster(&cfg, &catalog, url)).await })
-        .expect("the cluster audit finishes within the deadline")
+    rt.block_on(audit_cluster(&cfg, &catalog, url, DEADLINE))
 }
 
-/// Far above the few seconds each cluster run takes on a loaded machine.
+/// Far above the few seconds each cluster run takes on a loaded machine (a
+/// job the scheduler never finishes must fail the test, not hang CI).
 const DEADLINE: std::time::Duration = std::time::Duration::from_secs(300);
 
 fn assert_same(local: &Report, cluster: &Report) {
@@ -203,6 +202,51 @@ fn forced_plans_on_the_cluster_give_the_default_report() {
         assert!(
             forced == default,
             "under {settings}: the cluster report differs from the default plan's"
+        );
+    }
+}
+
+#[test]
+fn a_cluster_without_executors_gives_up_at_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.ndjson");
+    std::fs::write(&log, synth_log(16, 20_000, 0.0)).unwrap();
+    let out = dir.path().join("parquet");
+    convert(&[&log], &out, 0);
+    // A scheduler that no executor ever joins: every job stays queued.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let url = rt
+        .block_on(hvaudit::cluster::start_in_process(0, 1))
+        .unwrap();
+    for args in [
+        vec!["audit", "--cluster", &url, "--timeout", "3s"],
+        vec![
+            "sql",
+            "--cluster",
+            &url,
+            "--timeout",
+            "3s",
+            "-e",
+            "SELECT count(*) FROM events",
+        ],
+    ] {
+        let started = std::time::Instant::now();
+        let output = Command::cargo_bin("hvaudit")
+            .unwrap()
+            .timeout(DEADLINE)
+            .args(&args)
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
+        let err = String::from_utf8(output.stderr).unwrap();
+        assert!(err.contains("did not finish within 3 s"), "{err}");
+        assert!(err.contains("no executor"), "{err}");
+        // The deadline, plus a process start and a few Parquet footers.
+        let took = started.elapsed();
+        assert!(
+            took < std::time::Duration::from_secs(60),
+            "{args:?} took {took:?}"
         );
     }
 }
