@@ -185,7 +185,8 @@ fn cluster_usage_errors_exit_2_with_what_to_do() {
 #[test]
 fn forced_plans_on_the_cluster_give_the_default_report() {
     let dir = tempfile::tempdir().unwrap();
-    let (_, parquet) = log_and_parquet(dir.path(), 24);
+    // Smaller than the local tests' log: every cluster job is dearer.
+    let (_, parquet) = log_and_parquet(dir.path(), 24, 80_000);
     // The default plans give the local report (the tests above); the local
     // in-place audit stands for them here, in a fraction of the time.
     let in_place = [std::ffi::OsStr::new("--in-place"), parquet.as_os_str()];

@@ -74,10 +74,15 @@ fn assert_plans_agree(args: &[&OsStr]) {
     }
 }
 
-/// A generated log with rejected lines, as NDJSON and as `convert`'s Parquet.
-pub fn log_and_parquet(dir: &Path, seed: u64) -> (std::path::PathBuf, std::path::PathBuf) {
+/// A generated log of about `size` bytes with rejected lines, as NDJSON and
+/// as `convert`'s Parquet.
+pub fn log_and_parquet(
+    dir: &Path,
+    seed: u64,
+    size: u64,
+) -> (std::path::PathBuf, std::path::PathBuf) {
     let log = dir.join("log.ndjson");
-    let mut bytes = synth_log(seed, 150_000, 0.02);
+    let mut bytes = synth_log(seed, size, 0.02);
     bytes.extend_from_slice(b"not json at all\n{\"id\": 5}\n");
     std::fs::write(&log, bytes).unwrap();
     let out = dir.join("parquet");
@@ -94,14 +99,14 @@ pub fn log_and_parquet(dir: &Path, seed: u64) -> (std::path::PathBuf, std::path:
 #[test]
 fn forced_plans_give_the_default_report_on_a_loaded_log() {
     let dir = tempfile::tempdir().unwrap();
-    let (log, _) = log_and_parquet(dir.path(), 21);
+    let (log, _) = log_and_parquet(dir.path(), 21, 150_000);
     assert_plans_agree(&[log.as_os_str()]);
 }
 
 #[test]
 fn forced_plans_give_the_default_report_in_place() {
     let dir = tempfile::tempdir().unwrap();
-    let (_, parquet) = log_and_parquet(dir.path(), 22);
+    let (_, parquet) = log_and_parquet(dir.path(), 22, 150_000);
     assert_plans_agree(&[OsStr::new("--in-place"), parquet.as_os_str()]);
 }
 
