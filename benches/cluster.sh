@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Local audit against a scheduler and two executors on 127.0.0.1, over the
-# same Parquet, in one run: wall time of each and whether the JSON reports
-# are identical.
+# Local audits (loaded and --in-place) against a scheduler and two
+# executors on 127.0.0.1, over the same Parquet, in one run: wall time of
+# each and whether the JSON reports are identical.
 #   benches/cluster.sh [SIZE]     (default: 1G)
-# Builds hvaudit --release with the cluster feature. Set BENCH_DIR to keep
-# the generated log and its Parquet between runs.
+# Builds hvaudit --release with the cluster feature (PROFILE=debug: the
+# debug build instead, for trying the cluster path without a release build).
+# Set BENCH_DIR to keep the generated log and its Parquet between runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/hvaudit-target}"
-cargo build --release --quiet
-BIN="$CARGO_TARGET_DIR/release/hvaudit"
+PROFILE="${PROFILE:-release}"
+if [ "$PROFILE" = debug ]; then cargo build --quiet; else cargo build --release --quiet; fi
+BIN="$CARGO_TARGET_DIR/$PROFILE/hvaudit"
 SIZE="${1:-1G}"
 WORK="${BENCH_DIR:-$(mktemp -d)}"
 LOG="$WORK/synth-$SIZE.ndjson"
@@ -40,10 +42,14 @@ timed() { # NAME OUT CMD...: run CMD, print its wall time
 }
 echo "== $SIZE as Parquet ($(du -sh "$PQ" | cut -f1)), one machine, 2 cores"
 timed "audit, local" "$WORK/local.json" "$BIN" audit "$PQ"
+timed "audit, local --in-place" "$WORK/in-place.json" "$BIN" audit --in-place "$PQ"
 timed "audit, 2-executor cluster" "$WORK/cluster.json" "$BIN" audit --cluster "df://127.0.0.1:$SCHED" "$PQ"
-if cmp -s "$WORK/local.json" "$WORK/cluster.json"; then
-  echo "  JSON reports identical ($(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["findings"]))' "$WORK/local.json") findings)"
-else
-  echo "  JSON reports DIFFER: diff $WORK/local.json $WORK/cluster.json"
-  exit 1
-fi
+same=1
+for other in in-place cluster; do
+  cmp -s "$WORK/local.json" "$WORK/$other.json" || {
+    echo "  JSON reports DIFFER: diff $WORK/local.json $WORK/$other.json"
+    same=0
+  }
+done
+[ $same = 1 ] || exit 1
+echo "  JSON reports identical ($(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["findings"]))' "$WORK/local.json") findings)"

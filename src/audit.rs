@@ -121,6 +121,8 @@ pub enum AuditError {
     Usage(String),
     #[error("query engine: {0}")]
     Engine(#[from] datafusion::error::DataFusionError),
+    #[error(transparent)]
+    Stalled(#[from] Stalled),
 }
 
 /// Run the audit end to end.
@@ -189,18 +191,66 @@ async fn audit_files(
 }
 
 /// Run the rules on a Ballista cluster (`df://HOST:PORT`) over Parquet
-/// written by `convert`; the report is assembled here.
+/// written by `convert`; the report is assembled here. A run that has not
+/// finished after `timeout` is given up (`AuditError::Stalled`).
 #[cfg(feature = "cluster")]
 pub async fn audit_cluster(
     cfg: &AuditConfig,
     catalog: &Catalog,
     url: &str,
+    timeout: std::time::Duration,
 ) -> Result<Report, AuditError> {
     let usage = |e: anyhow::Error| AuditError::Usage(format!("{e:#}"));
     crate::cluster::scheduler_address(url).map_err(AuditError::Usage)?;
     let files = crate::cluster::scan_inputs(&cfg.inputs).map_err(usage)?;
-    let ctx = crate::cluster::connect(url).await.map_err(usage)?;
-    audit_files(cfg, catalog, &ctx, &files, &Materialize::Never).await
+    let run = async {
+        let ctx = crate::cluster::connect(url).await.map_err(usage)?;
+        audit_files(cfg, catalog, &ctx, &files, &Materialize::Never).await
+    };
+    within(url, timeout, run).await?
+}
+
+/// `work` on the cluster at `url`, given up after `timeout`: on a cluster
+/// without executors, or whose executors are all lost, or with a stuck job,
+/// the job stays queued or running and Ballista's client waits forever.
+pub async fn within<F: std::future::Future>(
+    url: &str,
+    timeout: std::time::Duration,
+    work: F,
+) -> std::result::Result<F::Output, Stalled> {
+    tokio::time::timeout(timeout, work)
+        .await
+        .map_err(|_| Stalled {
+            url: url.to_string(),
+            timeout,
+        })
+}
+
+/// A cluster run that did not finish within its `--timeout`.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the cluster at {url} did not finish within {} (--timeout): no executor may have joined \
+     the scheduler, all executors may be lost, or a job is stuck; check that `hvaudit executor` \
+     processes run and the scheduler's log, then run again (a larger log may need a longer --timeout)",
+    humanize(.timeout)
+)]
+pub struct Stalled {
+    pub url: String,
+    pub timeout: std::time::Duration,
+}
+
+/// The timeout as it was likely written: 90 s, 5 min, 2 h.
+fn humanize(d: &std::time::Duration) -> String {
+    let s = d.as_secs();
+    if s == 0 {
+        format!("{} ms", d.as_millis())
+    } else if s.is_multiple_of(3600) {
+        format!("{} h", s / 3600)
+    } else if s.is_multiple_of(60) {
+        format!("{} min", s / 60)
+    } else {
+        format!("{s} s")
+    }
 }
 
 fn skipped_input(s: &crate::ingest::inputs::Skipped) -> InputSummary {

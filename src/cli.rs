@@ -169,6 +169,10 @@ pub struct AuditArgs {
     /// Run on a Ballista cluster (df://HOST:PORT) over Parquet from `convert`.
     #[arg(long, value_name = "URL", conflicts_with = "in_place")]
     pub cluster: Option<String>,
+    /// With --cluster: give the audit up (exit 2) when it has not finished
+    /// after this long (e.g. 90s, 45m, 2h).
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout, requires = "cluster")]
+    pub timeout: Option<std::time::Duration>,
     /// Scan `convert`'s Parquet from disk in every rule instead of loading it
     /// into memory: for logs larger than RAM, with --memory-limit.
     #[arg(long)]
@@ -196,10 +200,24 @@ pub struct SqlArgs {
     /// Run on a Ballista cluster (df://HOST:PORT) over Parquet from `convert`.
     #[arg(long, value_name = "URL", conflicts_with = "in_place")]
     pub cluster: Option<String>,
+    /// With --cluster: give a query up (exit 2) when it has not finished
+    /// after this long (e.g. 90s, 45m, 2h).
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout, requires = "cluster")]
+    pub timeout: Option<std::time::Duration>,
     /// Query `convert`'s Parquet from disk instead of loading it into memory.
     #[arg(long)]
     pub in_place: bool,
 }
+
+/// `--timeout`, or the default for a cluster run.
+pub fn cluster_timeout(given: Option<std::time::Duration>) -> std::time::Duration {
+    given.unwrap_or_else(|| std::time::Duration::from_millis(DEFAULT_TIMEOUT_MS))
+}
+
+/// `--timeout` when not given: 30 minutes, far above the few minutes a
+/// cluster audit of a 1 GB log takes, and short enough that a cluster that
+/// cannot run the jobs (no executor, all lost, a job stuck) is noticed.
+pub const DEFAULT_TIMEOUT_MS: u64 = 30 * 60 * 1000;
 
 #[derive(Args, Debug)]
 #[command(group(clap::ArgGroup::new("scope").required(true).args(["task", "session"])))]
@@ -406,6 +424,14 @@ pub fn parse_horizon(s: &str) -> Result<i64, String> {
     Ok(n.saturating_mul(ms))
 }
 
+/// A timeout: a duration above zero, as `--horizon` takes them.
+fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
+    match parse_horizon(s)? {
+        ms if ms > 0 => Ok(std::time::Duration::from_millis(ms as u64)),
+        _ => Err(format!("{s:?}: a timeout must be above zero")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -416,6 +442,38 @@ mod tests {
         assert_eq!(with.memory_limit(), Some(2 << 30));
         let without = Cli::try_parse_from(["hvaudit", "sql", "x", "-e", "SELECT 1"]).unwrap();
         assert_eq!(without.memory_limit(), None);
+    }
+
+    #[test]
+    fn a_timeout_needs_the_cluster_and_defaults_to_30_minutes() {
+        let given = Cli::try_parse_from([
+            "hvaudit",
+            "audit",
+            "x",
+            "--cluster",
+            "df://h:1",
+            "--timeout",
+            "5s",
+        ])
+        .unwrap();
+        let Command::Audit(a) = given.command else {
+            panic!("audit")
+        };
+        assert_eq!(a.timeout, Some(std::time::Duration::from_secs(5)));
+        assert!(Cli::try_parse_from(["hvaudit", "sql", "x", "--timeout", "5s"]).is_err());
+        assert!(
+            Cli::try_parse_from([
+                "hvaudit",
+                "audit",
+                "x",
+                "--cluster",
+                "df://h:1",
+                "--timeout",
+                "0s"
+            ])
+            .is_err()
+        );
+        assert_eq!(cluster_timeout(None).as_secs(), 30 * 60);
     }
 
     #[test]

@@ -54,6 +54,8 @@ pub async fn connect(url: &str) -> anyhow::Result<SessionContext> {
     let config = SessionConfig::new_with_ballista()
         .with_information_schema(true)
         .with_ballista_adaptive_query_planner(false);
+    // Sent to the scheduler with every job, as all of the session's settings.
+    let config = crate::engine::with_extra_settings(config)?;
     let state = SessionStateBuilder::new()
         .with_default_features()
         .with_config(config)
@@ -61,6 +63,9 @@ pub async fn connect(url: &str) -> anyhow::Result<SessionContext> {
     let mut ctx = SessionContext::remote_with_state(&format!("df://{host}:{port}"), state).await?;
     // After the Ballista upgrade, which resets the function list.
     datafusion_functions_json::register_all(&mut ctx)?;
+    // Ballista prefers sort-merge joins; the client optimizes the plan it
+    // sends, so the key casts reach any scheduler.
+    ctx.add_optimizer_rule(Arc::new(crate::engine::SortableJoinKeys));
     Ok(ctx)
 }
 

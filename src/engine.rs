@@ -1,17 +1,20 @@
 //! The DataFusion session: memory pool with spill to disk, the normalized
-//! tables, the settings tables the rules read, and the JSON functions for
-//! ad hoc SQL.
+//! tables, the settings tables the rules read, the JSON functions for ad hoc
+//! SQL, extra settings from `HVAUDIT_SESSION_SETTINGS`, and the join-key
+//! casts that let every join strategy run on the category columns.
 
 use crate::audit::{SpecMode, TokenFormat};
 use crate::ingest::Ingested;
 use crate::ingest::schema::{BAD_LINES, EVENTS, EVIDENCE};
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::ScalarValue;
+use datafusion::common::tree_node::Transformed;
 use datafusion::datasource::MemTable;
-use datafusion::error::Result;
+use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder};
+use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan, LogicalPlanBuilder, cast};
+use datafusion::optimizer::{ApplyOrder, OptimizerConfig, OptimizerRule};
 use datafusion::prelude::{DataFrame, SessionConfig, SessionContext, col, lit};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -57,9 +60,110 @@ pub fn session(opts: &EngineOptions) -> Result<SessionContext> {
     let config = SessionConfig::new()
         .with_target_partitions(opts.partitions.unwrap_or(cores).max(1))
         .with_information_schema(true);
+    let config = with_extra_settings(config)?;
     let mut ctx = SessionContext::new_with_config_rt(config, runtime.build_arc()?);
+    ctx.add_optimizer_rule(Arc::new(SortableJoinKeys));
     datafusion_functions_json::register_all(&mut ctx)?;
     Ok(ctx)
+}
+
+/// The environment variable with extra DataFusion settings for every session
+/// hvaudit opens (local or cluster): `key=value` pairs separated by commas,
+/// e.g. `datafusion.optimizer.prefer_hash_join=false,datafusion.execution.batch_size=64`.
+/// They apply after hvaudit's own choices (one partition per rule query),
+/// and a cluster client sends them to the scheduler with every job. For
+/// trying other plans: the tests run the rules with the plans big inputs
+/// get (sort-merge joins, many partitions, small batches) this way.
+pub const SETTINGS_VAR: &str = "HVAUDIT_SESSION_SETTINGS";
+
+/// `config` with the settings of `HVAUDIT_SESSION_SETTINGS` applied; an
+/// unknown key or a bad value is an error that names the variable.
+pub fn with_extra_settings(mut config: SessionConfig) -> Result<SessionConfig> {
+    let Ok(text) = std::env::var(SETTINGS_VAR) else {
+        return Ok(config);
+    };
+    for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = |why: String| {
+            DataFusionError::Configuration(format!("{SETTINGS_VAR}: {pair:?}: {why}"))
+        };
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| bad("expected key=value".into()))?;
+        config
+            .options_mut()
+            .set(key.trim(), value.trim())
+            .map_err(|e| bad(e.to_string()))?;
+    }
+    Ok(config)
+}
+
+/// Casts equi-join keys that DataFusion's sort-merge join cannot compare
+/// (it fails with "Unsupported data type in sort merge join comparator") to
+/// types it can, with the same equality: a dictionary (the category columns
+/// `type`, `source`, `dialect`, ...) to its values, a timestamp with a time
+/// zone to its number. Only where a sort-merge join may be planned, i.e.
+/// when the session does not prefer hash joins (a Ballista session's
+/// default: its planner sorts and merges the joins whose sides are too big
+/// to broadcast); hash joins take these keys as they are, and faster.
+#[derive(Debug, Default)]
+pub struct SortableJoinKeys;
+
+impl SortableJoinKeys {
+    /// The type a key of type `t` is compared as, when `t` needs a cast.
+    fn comparable(t: &DataType) -> Option<DataType> {
+        match t {
+            DataType::Dictionary(_, values) => {
+                Some(Self::comparable(values).unwrap_or_else(|| values.as_ref().clone()))
+            }
+            DataType::Timestamp(_, Some(_)) => Some(DataType::Int64),
+            _ => None,
+        }
+    }
+}
+
+impl OptimizerRule for SortableJoinKeys {
+    fn name(&self) -> &str {
+        "hvaudit_sortable_join_keys"
+    }
+
+    fn apply_order(&self) -> Option<ApplyOrder> {
+        Some(ApplyOrder::BottomUp)
+    }
+
+    fn rewrite(
+        &self,
+        plan: LogicalPlan,
+        config: &dyn OptimizerConfig,
+    ) -> Result<Transformed<LogicalPlan>> {
+        if config.options().optimizer.prefer_hash_join {
+            return Ok(Transformed::no(plan));
+        }
+        let LogicalPlan::Join(mut join) = plan else {
+            return Ok(Transformed::no(plan));
+        };
+        let (left, right) = (join.left.schema().clone(), join.right.schema().clone());
+        let mut changed = false;
+        for (l, r) in &mut join.on {
+            let (lt, rt) = (l.get_type(&left)?, r.get_type(&right)?);
+            let Some(target) = Self::comparable(&lt).or_else(|| Self::comparable(&rt)) else {
+                continue;
+            };
+            // Both sides as one type, whichever needed the cast.
+            if lt != target {
+                *l = cast(l.clone(), target.clone());
+            }
+            if rt != target {
+                *r = cast(r.clone(), target);
+            }
+            changed = true;
+        }
+        // The keys are not output columns: the join's schema stays.
+        Ok(if changed {
+            Transformed::yes(LogicalPlan::Join(join))
+        } else {
+            Transformed::no(LogicalPlan::Join(join))
+        })
+    }
 }
 
 /// Register `events`, `evidence` and `bad_lines`, split into partitions so

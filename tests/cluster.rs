@@ -3,6 +3,7 @@
 //! same Parquet, down to every finding, location and count.
 
 use crate::common::{sql_csv, synth_log};
+use crate::forced_plans::{FORCED, audit_json, log_and_parquet};
 use assert_cmd::Command;
 use hvaudit::Report;
 use hvaudit::audit::{AuditConfig, audit_cluster, run_audit};
@@ -52,12 +53,11 @@ fn on_cluster(dir: &Path) -> Result<Report, hvaudit::audit::AuditError> {
     };
     let catalog = cfg.catalog().unwrap();
     let (rt, url) = &*CLUSTER;
-    // A job the scheduler never finishes must fail the test, not hang CI.
-    rt.block_on(async { tokio::time::timeout(DEADLINE, audit_cluster(&cfg, &catalog, url)).await })
-        .expect("the cluster audit finishes within the deadline")
+    rt.block_on(audit_cluster(&cfg, &catalog, url, DEADLINE))
 }
 
-/// Far above the few seconds each cluster run takes on a loaded machine.
+/// Far above the few seconds each cluster run takes on a loaded machine (a
+/// job the scheduler never finishes must fail the test, not hang CI).
 const DEADLINE: std::time::Duration = std::time::Duration::from_secs(300);
 
 fn assert_same(local: &Report, cluster: &Report) {
@@ -180,4 +180,74 @@ fn cluster_usage_errors_exit_2_with_what_to_do() {
         out.as_os_str(),
     ]);
     assert!(err.contains("no Ballista scheduler"), "{err}");
+}
+
+#[test]
+fn forced_plans_on_the_cluster_give_the_default_report() {
+    let dir = tempfile::tempdir().unwrap();
+    // Smaller than the local tests' log: every cluster job is dearer.
+    let (_, parquet) = log_and_parquet(dir.path(), 24, 80_000);
+    // The default plans give the local report (the tests above); the local
+    // in-place audit stands for them here, in a fraction of the time.
+    let in_place = [std::ffi::OsStr::new("--in-place"), parquet.as_os_str()];
+    let default = audit_json(&in_place, None);
+    let url = &CLUSTER.1;
+    let args = [
+        std::ffi::OsStr::new("--cluster"),
+        url.as_ref(),
+        parquet.as_os_str(),
+    ];
+    // The client sends the settings with every job; the scheduler plans by them.
+    for settings in FORCED {
+        let forced = audit_json(&args, Some(settings));
+        assert!(
+            forced == default,
+            "under {settings}: the cluster report differs from the default plan's"
+        );
+    }
+}
+
+#[test]
+fn a_cluster_without_executors_gives_up_at_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.ndjson");
+    std::fs::write(&log, synth_log(16, 20_000, 0.0)).unwrap();
+    let out = dir.path().join("parquet");
+    convert(&[&log], &out, 0);
+    // A scheduler that no executor ever joins: every job stays queued.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let url = rt
+        .block_on(hvaudit::cluster::start_in_process(0, 1))
+        .unwrap();
+    for args in [
+        vec!["audit", "--cluster", &url, "--timeout", "3s"],
+        vec![
+            "sql",
+            "--cluster",
+            &url,
+            "--timeout",
+            "3s",
+            "-e",
+            "SELECT count(*) FROM events",
+        ],
+    ] {
+        let started = std::time::Instant::now();
+        let output = Command::cargo_bin("hvaudit")
+            .unwrap()
+            .timeout(DEADLINE)
+            .args(&args)
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
+        let err = String::from_utf8(output.stderr).unwrap();
+        assert!(err.contains("did not finish within 3 s"), "{err}");
+        assert!(err.contains("no executor"), "{err}");
+        // The deadline, plus a process start and a few Parquet footers.
+        let took = started.elapsed();
+        assert!(
+            took < std::time::Duration::from_secs(60),
+            "{args:?} took {took:?}"
+        );
+    }
 }

@@ -8,6 +8,7 @@ mod cluster;
 mod common;
 mod ev_table;
 mod fixtures_outcome;
+mod forced_plans;
 mod ingest;
 mod outputs;
 mod properties;

@@ -37,7 +37,7 @@ pub fn run(args: AuditArgs, quiet: bool) -> anyhow::Result<u8> {
         super::report_stale(&spill, quiet, false);
     }
     let report = match &args.cluster {
-        Some(url) => on_cluster(&cfg, &catalog, url, quiet)?,
+        Some(url) => on_cluster(&cfg, &catalog, url, args.timeout, quiet)?,
         None if args.in_place => block_on(audit_in_place(&cfg, &catalog))?,
         None => {
             let outputs: Vec<(&str, &std::path::Path)> =
@@ -64,9 +64,11 @@ fn on_cluster(
     cfg: &AuditConfig,
     catalog: &Catalog,
     url: &str,
+    timeout: Option<std::time::Duration>,
     quiet: bool,
 ) -> anyhow::Result<crate::Report> {
-    let report = block_on(crate::audit::audit_cluster(cfg, catalog, url))?;
+    let timeout = crate::cli::cluster_timeout(timeout);
+    let report = block_on(crate::audit::audit_cluster(cfg, catalog, url, timeout))?;
     if !quiet {
         let total = crate::InputSummary::total(&report.inputs);
         eprintln!(
@@ -80,7 +82,13 @@ fn on_cluster(
 }
 
 #[cfg(not(feature = "cluster"))]
-fn on_cluster(_: &AuditConfig, _: &Catalog, url: &str, _: bool) -> anyhow::Result<crate::Report> {
+fn on_cluster(
+    _: &AuditConfig,
+    _: &Catalog,
+    url: &str,
+    _: Option<std::time::Duration>,
+    _: bool,
+) -> anyhow::Result<crate::Report> {
     anyhow::bail!(
         "--cluster {url}: this build has no cluster support; rebuild with the `cluster` feature"
     )

@@ -24,6 +24,10 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
         );
     }
     let cluster = args.cluster.clone();
+    // On a cluster, each statement (and the connection) within --timeout.
+    let limit = cluster
+        .as_ref()
+        .map(|url| (url.as_str(), crate::cli::cluster_timeout(args.timeout)));
     block_on(async {
         let local = || {
             engine::session(&EngineOptions {
@@ -33,7 +37,7 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
             })
         };
         let ctx = match &cluster {
-            Some(url) => cluster_session(url, &args.input.paths).await?,
+            Some(url) => on_time(limit, cluster_session(url, &args.input.paths)).await?,
             None if args.in_place => {
                 let files = crate::ingest::in_place::scan_inputs(&args.input.paths)?;
                 let ctx = local()?;
@@ -65,11 +69,11 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
                     if crate::output::stdout_closed() {
                         break; // the reader went away (`| head`)
                     }
-                    run_query(&ctx, &stmt, args.format).await?;
+                    on_time(limit, run_query(&ctx, &stmt, args.format)).await?;
                 }
                 Ok(0)
             }
-            None => interactive(&ctx, args.format).await,
+            None => interactive(&ctx, args.format, limit).await,
         }
     })
 }
@@ -90,6 +94,17 @@ async fn cluster_session(url: &str, _: &[std::path::PathBuf]) -> anyhow::Result<
     anyhow::bail!(
         "--cluster {url}: this build has no cluster support; rebuild with the `cluster` feature"
     )
+}
+
+/// `work`, given up at `limit` (the cluster and its --timeout) if any.
+async fn on_time<T>(
+    limit: Option<(&str, std::time::Duration)>,
+    work: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    match limit {
+        Some((url, timeout)) => crate::audit::within(url, timeout, work).await?,
+        None => work.await,
+    }
 }
 
 /// Split a script on ';' outside quotes and comments.
@@ -143,7 +158,11 @@ async fn run_query(ctx: &SessionContext, sql: &str, format: SqlFormat) -> anyhow
 }
 
 /// A prompt with history and multi-line input: a statement ends at ';'.
-async fn interactive(ctx: &SessionContext, format: SqlFormat) -> anyhow::Result<u8> {
+async fn interactive(
+    ctx: &SessionContext,
+    format: SqlFormat,
+    limit: Option<(&str, std::time::Duration)>,
+) -> anyhow::Result<u8> {
     let mut rl = rustyline::DefaultEditor::new()?;
     let history =
         std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".hvaudit_history"));
@@ -170,7 +189,7 @@ async fn interactive(ctx: &SessionContext, format: SqlFormat) -> anyhow::Result<
                 if line.trim_end().ends_with(';') {
                     let _ = rl.add_history_entry(buf.trim());
                     for stmt in split_statements(&buf) {
-                        if let Err(e) = run_query(ctx, &stmt, format).await {
+                        if let Err(e) = on_time(limit, run_query(ctx, &stmt, format)).await {
                             eprintln!("{e}");
                         }
                     }

@@ -255,7 +255,8 @@ pub async fn run(
                     })
                 }
             };
-            running.push(async move { (job, handle.await) });
+            let mut handle = AbortOnDrop(handle);
+            running.push(async move { (job, (&mut handle.0).await) });
         }
         // Nothing runs and nothing can start: what is left waits on a cycle
         // of views.
@@ -325,6 +326,16 @@ fn with_hint(e: &str) -> String {
         )
     } else {
         e.to_string()
+    }
+}
+
+/// A spawned query that stops when its run is dropped (e.g. a cluster audit
+/// given up at its --timeout), instead of running on in the background.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
