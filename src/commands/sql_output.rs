@@ -12,6 +12,7 @@ use datafusion::arrow::json::writer::{
     Encoder, EncoderFactory, EncoderOptions, NullableEncoder, make_encoder,
 };
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::io::Write;
 use std::sync::Arc;
 
@@ -209,10 +210,10 @@ fn union_text(union: &UnionArray, json: bool) -> Result<StringArray, ArrowError>
                 child.as_string::<i32>().value(at).to_string()
             }
             _ => {
-                if !encoders.contains_key(&type_id) {
-                    encoders.insert(type_id, make_encoder(member, child.as_ref(), &options)?);
-                }
-                let encoder = encoders.get_mut(&type_id).expect("just made");
+                let encoder = match encoders.entry(type_id) {
+                    Entry::Occupied(e) => e.into_mut(),
+                    Entry::Vacant(e) => e.insert(make_encoder(member, child.as_ref(), &options)?),
+                };
                 buf.clear();
                 encoder.encode(at, &mut buf);
                 String::from_utf8_lossy(&buf).into_owned()
