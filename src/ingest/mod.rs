@@ -206,22 +206,7 @@ pub fn ingest_inputs_into(
         // cut; chunks parsed ahead of their turn wait here.
         let mut waiting = std::collections::BTreeMap::new();
         let mut next = 0u64;
-        for (order, parsed) in out_rx.iter() {
-            waiting.insert(order, parsed);
-            while let Some(mut parsed) = waiting.remove(&next) {
-                take_chunk(
-                    &mut parsed,
-                    &mut deduper,
-                    &mut listable,
-                    &mut bad_out,
-                    &mut write_error,
-                );
-                chunks.push(parsed);
-                next += 1;
-            }
-        }
-        // Only a worker that died could leave a gap; keep what came anyway.
-        for (_, mut parsed) in waiting {
+        let mut take = |mut parsed: ParsedChunk| {
             take_chunk(
                 &mut parsed,
                 &mut deduper,
@@ -230,6 +215,17 @@ pub fn ingest_inputs_into(
                 &mut write_error,
             );
             chunks.push(parsed);
+        };
+        for (order, parsed) in out_rx.iter() {
+            waiting.insert(order, parsed);
+            while let Some(parsed) = waiting.remove(&next) {
+                take(parsed);
+                next += 1;
+            }
+        }
+        // Only a worker that died could leave a gap; keep what came anyway.
+        for (_, parsed) in waiting {
+            take(parsed);
         }
         for (idx, err) in reader.join().expect("reader thread does not panic") {
             read_errors[idx] = err;
