@@ -54,3 +54,19 @@ pub fn sql_csv(query: &str, extra: &[&str], path: &std::path::Path) -> String {
     assert!(output.status.success(), "{output:?}");
     String::from_utf8(output.stdout).unwrap()
 }
+
+/// Make a FIFO at `path` (in a temp dir of the test's own).
+pub fn mkfifo(path: &std::path::Path) {
+    let made = std::process::Command::new("mkfifo").arg(path).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo {path:?}");
+}
+
+/// Make a character device node at `path` (in a temp dir of the test's
+/// own, never the system's /dev); false when not allowed (not root).
+pub fn mknod_char(path: &std::path::Path, major: u32, minor: u32) -> bool {
+    std::process::Command::new("mknod")
+        .arg(path)
+        .args(["c", &major.to_string(), &minor.to_string()])
+        .status()
+        .is_ok_and(|s| s.success())
+}

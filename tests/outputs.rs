@@ -76,13 +76,7 @@ fn special_files_are_written_in_place_and_never_replaced() {
     let log = log(dir.path());
     // A FIFO with a reader: the report goes through it.
     let fifo = dir.path().join("fifo");
-    assert!(
-        Process::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    crate::common::mkfifo(&fifo);
     let reader = {
         let fifo = fifo.clone();
         std::thread::spawn(move || {
@@ -144,11 +138,7 @@ fn special_files_are_written_in_place_and_never_replaced() {
 
     // A character device of our own (like /dev/null): still a device after.
     let null = dir.path().join("null");
-    let made = Process::new("mknod")
-        .arg(&null)
-        .args(["c", "1", "3"])
-        .status()
-        .is_ok_and(|s| s.success());
+    let made = crate::common::mknod_char(&null, 1, 3);
     if made {
         for args in [
             vec!["audit", "-q", "-o"],

@@ -109,13 +109,7 @@ fn a_fifo_named_on_the_command_line_is_read_whole_and_one_in_a_directory_is_list
     let dir = tempfile::tempdir().unwrap();
     let (log, want) = log_and_report(dir.path());
     let fifo = dir.path().join("pipe");
-    assert!(
-        Process::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    crate::common::mkfifo(&fifo);
     let bytes = std::fs::read(&log).unwrap();
     let (gz, _) = compressed(&bytes);
     let writer = {
@@ -140,13 +134,7 @@ fn a_fifo_named_on_the_command_line_is_read_whole_and_one_in_a_directory_is_list
     let walked = dir.path().join("walked");
     std::fs::create_dir(&walked).unwrap();
     std::fs::copy(&log, walked.join("log.ndjson")).unwrap();
-    assert!(
-        Process::new("mkfifo")
-            .arg(walked.join("current"))
-            .status()
-            .unwrap()
-            .success()
-    );
+    crate::common::mkfifo(&walked.join("current"));
     let (_, out, err) = run_ok(
         &[os("audit"), os("--format"), os("json"), walked.as_os_str()],
         &[0, 1],
@@ -169,11 +157,7 @@ fn devices_that_never_end_are_refused_at_once() {
     // Device nodes of our own in a temp dir (the system's /dev is never
     // touched); making them needs root, as CI runs.
     let zero = dir.path().join("zero");
-    let made = Process::new("mknod")
-        .arg(&zero)
-        .args(["c", "1", "5"])
-        .status()
-        .is_ok_and(|s| s.success());
+    let made = crate::common::mknod_char(&zero, 1, 5);
     if !made {
         eprintln!("skipped: mknod needs root");
         return;
