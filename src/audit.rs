@@ -70,6 +70,12 @@ impl AuditConfig {
         }
     }
 
+    /// Where spill files and in-place views go: `--spill-dir`, else the
+    /// system temp directory.
+    pub fn spill_dir_or_default(&self) -> PathBuf {
+        self.spill_dir.clone().unwrap_or_else(std::env::temp_dir)
+    }
+
     pub fn engine_options(&self) -> EngineOptions {
         EngineOptions {
             memory_limit: self.memory_limit,
@@ -171,7 +177,7 @@ pub async fn audit_in_place(cfg: &AuditConfig, catalog: &Catalog) -> Result<Repo
     let usage = |e: anyhow::Error| AuditError::Usage(format!("{e:#}"));
     let files = crate::ingest::in_place::scan_inputs(&cfg.inputs).map_err(usage)?;
     let ctx = engine::session(&cfg.rule_engine_options())?;
-    let dir = cfg.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let dir = cfg.spill_dir_or_default();
     let views = Materialize::OnDisk(Arc::new(rules::ViewFiles::in_dir(dir)));
     audit_files(cfg, catalog, &ctx, &files, &views).await
 }

@@ -33,8 +33,7 @@ pub fn run(args: AuditArgs, quiet: bool) -> anyhow::Result<u8> {
         crate::output::refuse_inputs(&[("-o", out)], &found)?;
     }
     if args.in_place {
-        let spill = cfg.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
-        super::report_stale(&spill, quiet, false);
+        super::report_stale(&cfg.spill_dir_or_default(), quiet, false);
     }
     let report = match &args.cluster {
         Some(url) => on_cluster(&cfg, &catalog, url, args.timeout, quiet)?,
