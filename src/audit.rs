@@ -48,8 +48,14 @@ pub struct AuditConfig {
     pub horizon_ms: Option<i64>,
     /// Event types that count as decisions; None = the default set.
     pub decision_types: Option<Vec<String>>,
-    /// Run only rules whose id matches this glob (e.g. "orphan.*").
+    /// Run only rules whose id matches these globs (e.g. "orphan.*,-orphan.x").
     pub rules_glob: Option<String>,
+    /// Leave out rules whose id matches these globs.
+    pub exclude_rules: Option<String>,
+    /// Severities and rules left out, from the configuration file.
+    pub rule_overrides: Vec<crate::rules::catalog::RuleOverride>,
+    /// Accept inputs that hold no log.
+    pub allow_empty: bool,
     /// Extra rule files (and views) of the same form as queries/.
     pub rules_dir: Option<PathBuf>,
     /// Report only findings whose first event lies in [since, until].
@@ -66,6 +72,7 @@ impl AuditConfig {
     pub fn ingest_options(&self) -> IngestOptions {
         IngestOptions {
             token_format: self.token_format,
+            allow_empty: self.allow_empty,
             ..Default::default()
         }
     }
@@ -109,9 +116,11 @@ impl AuditConfig {
         if let Some(dir) = &self.rules_dir {
             catalog.add_dir(dir).map_err(AuditError::Rules)?;
         }
-        if let Some(glob) = &self.rules_glob {
-            catalog.select(glob).map_err(AuditError::Usage)?;
-        }
+        catalog
+            .apply_overrides(&self.rule_overrides, |c| {
+                c.select(self.rules_glob.as_deref(), self.exclude_rules.as_deref())
+            })
+            .map_err(AuditError::Usage)?;
         Ok(catalog)
     }
 }
@@ -175,7 +184,8 @@ pub async fn audit_ingested(
 /// lifecycle event) are written as Parquet beside the spill files.
 pub async fn audit_in_place(cfg: &AuditConfig, catalog: &Catalog) -> Result<Report, AuditError> {
     let usage = |e: anyhow::Error| AuditError::Usage(format!("{e:#}"));
-    let files = crate::ingest::in_place::scan_inputs(&cfg.inputs).map_err(usage)?;
+    let files =
+        crate::ingest::in_place::scan_inputs(&cfg.inputs, cfg.allow_empty).map_err(usage)?;
     let ctx = engine::session(&cfg.rule_engine_options())?;
     let dir = cfg.spill_dir_or_default();
     let views = Materialize::OnDisk(Arc::new(rules::ViewFiles::in_dir(dir)));
@@ -208,7 +218,7 @@ pub async fn audit_cluster(
 ) -> Result<Report, AuditError> {
     let usage = |e: anyhow::Error| AuditError::Usage(format!("{e:#}"));
     crate::cluster::scheduler_address(url).map_err(AuditError::Usage)?;
-    let files = crate::cluster::scan_inputs(&cfg.inputs).map_err(usage)?;
+    let files = crate::cluster::scan_inputs(&cfg.inputs, cfg.allow_empty).map_err(usage)?;
     let run = async {
         let ctx = crate::cluster::connect(url).await.map_err(usage)?;
         audit_files(cfg, catalog, &ctx, &files, &Materialize::Never).await
@@ -292,6 +302,7 @@ async fn audit_session(
     let span = span(ctx).await?;
     let timeline_buckets = buckets(ctx, &span, &findings).await?;
     Ok(Report {
+        gate: Default::default(),
         tool: "hvaudit".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         inputs,

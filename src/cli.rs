@@ -3,6 +3,7 @@
 
 use crate::audit::{SpecMode, TokenFormat};
 use crate::finding::Severity;
+use crate::report::Format;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
@@ -21,6 +22,13 @@ pub struct Cli {
     /// No progress bars and no summary on stderr (errors still print).
     #[arg(long, short, global = true)]
     pub quiet: bool,
+    /// Read option defaults from this file (default: ./hvaudit.toml when
+    /// it exists); options on the command line win.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Do not read ./hvaudit.toml.
+    #[arg(long, global = true, conflicts_with = "config")]
+    pub no_config: bool,
 }
 
 impl Cli {
@@ -55,6 +63,13 @@ pub enum Command {
     Synth(SynthArgs),
     /// Replay a task's tree (or a session): states at an instant, timeline, findings.
     Replay(ReplayArgs),
+    /// Compare two JSON reports: new, unchanged and absent (fixed) findings.
+    Diff(DiffArgs),
+    /// Show the configuration file in effect and the options it sets.
+    Config {
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
     /// Run a Ballista scheduler (for `--cluster df://HOST:PORT`).
     #[cfg(feature = "cluster")]
     Scheduler(SchedulerArgs),
@@ -129,6 +144,10 @@ pub struct InputArgs {
     /// (default: the system temp directory).
     #[arg(long, value_name = "DIR", value_parser = existing_dir)]
     pub spill_dir: Option<PathBuf>,
+    /// Accept inputs that hold no log (an empty directory, a pattern that
+    /// matches nothing) and logs without events; otherwise they exit 2.
+    #[arg(long)]
+    pub allow_empty: bool,
 }
 
 #[derive(Args, Debug)]
@@ -136,15 +155,14 @@ pub struct AuditArgs {
     #[command(flatten)]
     pub input: InputArgs,
     /// Report format.
-    #[arg(long, default_value = "text", value_parser = ["text", "json", "jsonl", "md", "markdown", "html", "sarif"])]
-    pub format: String,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
     /// Write the report here instead of stdout (a file is replaced
     /// atomically; `-` is stdout).
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Run only rules whose id matches (glob, comma-separated: "orphan.*,token.*").
-    #[arg(long, value_name = "GLOB")]
-    pub rules: Option<String>,
+    #[command(flatten)]
+    pub selection: RuleSelection,
     /// Add rule files (and views/ under it) of the same form as the built-in ones.
     #[arg(long, value_name = "DIR")]
     pub rules_dir: Option<PathBuf>,
@@ -160,9 +178,31 @@ pub struct AuditArgs {
     /// Only flag a wait when at least this much log follows it (e.g. 5m, PT5M).
     #[arg(long, value_parser = parse_horizon)]
     pub horizon: Option<i64>,
-    /// Exit 1 when a finding is at or above this severity.
-    #[arg(long, default_value = "high", value_parser = parse_severity)]
-    pub fail_on: Severity,
+    /// Exit 1 when a finding (not suppressed) is at or above this severity;
+    /// `none`: findings never fail the run.
+    #[arg(long, default_value = "high", value_name = "SEVERITY", value_parser = parse_fail_on)]
+    pub fail_on: FailOn,
+    /// With --baseline: exit 1 only when a new finding is at or above this
+    /// severity (instead of --fail-on).
+    #[arg(
+        long,
+        value_name = "SEVERITY",
+        value_parser = parse_severity,
+        requires = "baseline",
+        conflicts_with = "fail_on"
+    )]
+    pub fail_on_new: Option<Severity>,
+    /// Reviewed findings that do not fail the run (TOML; see the README's
+    /// "Nightly gate").
+    #[arg(long, value_name = "FILE")]
+    pub suppressions: Option<PathBuf>,
+    /// Exit 1 when an entry of the suppression file matched no finding.
+    #[arg(long, requires = "suppressions")]
+    pub error_on_unused_suppressions: bool,
+    /// An earlier `--format json` report: mark each finding new or
+    /// unchanged, and list the absent (fixed) ones.
+    #[arg(long, value_name = "REPORT.json")]
+    pub baseline: Option<PathBuf>,
     /// Event types that count as decisions (comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub decision_types: Option<Vec<String>>,
@@ -177,6 +217,48 @@ pub struct AuditArgs {
     /// into memory: for logs larger than RAM, with --memory-limit.
     #[arg(long)]
     pub in_place: bool,
+}
+
+/// Which rules run: `--rules` and `--exclude-rules`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct RuleSelection {
+    /// Rules to run, by id glob, comma-separated; `-GLOB` leaves rules out
+    /// ("orphan.*,token.*", "*,-token.*"). Default: every rule.
+    #[arg(long, value_name = "GLOBS", allow_hyphen_values = true)]
+    pub rules: Option<String>,
+    /// Rules to leave out, by id glob, comma-separated ("token.*").
+    #[arg(long, value_name = "GLOBS")]
+    pub exclude_rules: Option<String>,
+}
+
+/// `--fail-on`: a severity, or none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FailOn(pub Option<Severity>);
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// The earlier report (`--format json`).
+    pub old: PathBuf,
+    /// The later report (`--format json`).
+    pub new: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
+    pub format: DiffFormat,
+    /// Exit 1 when a new finding is at or above this severity.
+    #[arg(long, value_name = "SEVERITY", value_parser = parse_severity)]
+    pub fail_on_new: Option<Severity>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiffFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ConfigAction {
+    /// The file in effect, the `audit` options it sets and the rule overrides.
+    Show,
 }
 
 #[derive(Args, Debug)]
@@ -268,6 +350,9 @@ pub enum RulesAction {
         /// Also list rules from this directory.
         #[arg(long, value_name = "DIR")]
         rules_dir: Option<PathBuf>,
+        /// List what this selection resolves to (as `audit` takes it).
+        #[command(flatten)]
+        selection: RuleSelection,
     },
     /// Show a rule's condition, interpretation choices and an example.
     Explain { id: String },
@@ -399,6 +484,15 @@ fn parse_instant(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
 
 fn parse_severity(s: &str) -> Result<Severity, String> {
     s.parse()
+}
+
+fn parse_fail_on(s: &str) -> Result<FailOn, String> {
+    if s.trim().eq_ignore_ascii_case("none") {
+        return Ok(FailOn(None));
+    }
+    s.parse()
+        .map(|s| FailOn(Some(s)))
+        .map_err(|e: String| format!("{e}, or none"))
 }
 
 /// Durations as ISO 8601 (PT5M) or short forms (90s, 5m, 2h, 1d, 500ms).

@@ -93,6 +93,9 @@ pub struct Finding {
     pub task_id: Option<String>,
     /// The agent (`source`) of the offending event.
     pub agent: Option<String>,
+    /// The session of the offending event, when it names one.
+    #[serde(default)]
+    pub session_id: Option<String>,
     pub event_ids: Vec<String>,
     pub locations: Vec<Location>,
     /// Instant of the earliest event of the finding (sort key and display).
@@ -103,6 +106,48 @@ pub struct Finding {
     pub fingerprint: String,
     /// The events that make the case, in time order.
     pub timeline: Vec<TimelineEntry>,
+    /// Set when an entry of the suppression file accepted the finding: it
+    /// is shown but does not count for `--fail-on`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suppression: Option<Suppression>,
+    /// Against `--baseline`: new, or unchanged since the baseline report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_state: Option<BaselineState>,
+}
+
+/// The suppression-file entry that accepted a finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Suppression {
+    /// Number of the entry in the file (1 = the first `[[suppress]]`).
+    pub entry: usize,
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// The last day the entry applies (YYYY-MM-DD).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<String>,
+}
+
+/// A finding compared with a baseline report, as SARIF names the states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BaselineState {
+    /// Not in the baseline.
+    New,
+    /// In the baseline and still found.
+    Unchanged,
+    /// In the baseline, no longer found (fixed).
+    Absent,
+}
+
+impl BaselineState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BaselineState::New => "new",
+            BaselineState::Unchanged => "unchanged",
+            BaselineState::Absent => "absent",
+        }
+    }
 }
 
 impl Finding {
@@ -217,6 +262,57 @@ pub struct Report {
     /// the report's chart; empty when the log has no timed events.
     #[serde(default)]
     pub timeline_buckets: Vec<TimeBucket>,
+    /// The gate around the findings: what fails the run, suppressions,
+    /// the baseline.
+    #[serde(default)]
+    pub gate: Gate,
+}
+
+/// What decides the exit code besides the findings themselves.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Gate {
+    /// `--fail-on`: findings at or above it fail the run; None never fails.
+    pub fail_on: Option<Severity>,
+    /// `--fail-on-new`: only findings the baseline does not hold count.
+    #[serde(default)]
+    pub new_only: bool,
+    #[serde(default)]
+    pub suppressions: Option<SuppressionsUsed>,
+    #[serde(default)]
+    pub baseline: Option<BaselineUsed>,
+}
+
+/// The suppression file and what each of its entries did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SuppressionsUsed {
+    pub file: String,
+    pub entries: Vec<EntryUse>,
+}
+
+/// One suppression entry: what it matches and how many findings it took.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntryUse {
+    /// Number of the entry in the file (1 = the first).
+    pub entry: usize,
+    /// What it matches, e.g. `rule token.* task t_9*` or `fingerprint 1f…`.
+    pub matches: String,
+    pub reason: String,
+    pub owner: Option<String>,
+    pub expires: Option<String>,
+    /// Past its expiry date: it no longer suppresses anything.
+    pub expired: bool,
+    /// Findings it suppressed (0 and not expired: unused).
+    pub suppressed: u64,
+}
+
+/// The baseline report and the findings it holds that are gone now.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BaselineUsed {
+    pub file: String,
+    pub new: u64,
+    pub unchanged: u64,
+    /// Findings of the baseline not found any more, in its order.
+    pub absent: Vec<Finding>,
 }
 
 /// One bucket of the events-over-time histogram: `[from, to)`, the last
@@ -236,6 +332,32 @@ pub struct TimeBucket {
 impl Report {
     pub fn totals(&self) -> InputSummary {
         InputSummary::total(&self.inputs)
+    }
+
+    /// Whether a finding counts for the gate: not suppressed, at or above
+    /// `--fail-on`, and new when only new findings count.
+    pub fn counts_for_gate(&self, key: &FindingKey<'_>) -> bool {
+        !key.suppressed
+            && self.gate.fail_on.is_some_and(|s| key.severity >= s)
+            && (!self.gate.new_only || key.baseline == Some(BaselineState::New))
+    }
+
+    /// The findings that fail the run (see `counts_for_gate`).
+    pub fn failing(&self) -> usize {
+        self.findings
+            .keys()
+            .filter(|k| self.counts_for_gate(k))
+            .count()
+    }
+
+    /// Suppressed findings.
+    pub fn suppressed(&self) -> usize {
+        self.findings.keys().filter(|k| k.suppressed).count()
+    }
+
+    /// Whether the inputs held no event at all: nothing was audited.
+    pub fn no_events(&self) -> bool {
+        self.totals().events == 0
     }
 
     /// Count of findings per severity, most severe first (all five listed).

@@ -5,7 +5,7 @@
 //! is built only when a renderer reaches it, so a million findings are never
 //! held in full, let alone twice.
 
-use crate::finding::{Finding, Location, Severity, TimelineEntry};
+use crate::finding::{BaselineState, Finding, Location, Severity, Suppression, TimelineEntry};
 use chrono::{DateTime, Utc};
 use serde::ser::SerializeSeq;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -16,7 +16,19 @@ use std::sync::Arc;
 
 /// The findings of a report, sorted by `Finding::sort_key`; cheap to clone.
 #[derive(Clone, Default)]
-pub struct Findings(Arc<Store>);
+pub struct Findings {
+    store: Arc<Store>,
+    /// What the gate said of each finding, by position; empty when no
+    /// suppression file or baseline was given.
+    marks: Arc<[Mark]>,
+}
+
+/// The gate's word on one finding.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Mark {
+    pub suppression: Option<Arc<Suppression>>,
+    pub baseline: Option<BaselineState>,
+}
 
 enum Store {
     /// Built one by one (tests, deserialized reports).
@@ -39,12 +51,15 @@ pub struct FindingKey<'a> {
     pub family: &'a str,
     pub task_id: Option<&'a str>,
     pub agent: Option<&'a str>,
+    pub session_id: Option<&'a str>,
     pub at: Option<DateTime<Utc>>,
+    pub suppressed: bool,
+    pub baseline: Option<BaselineState>,
 }
 
 impl Findings {
     pub fn len(&self) -> usize {
-        match &*self.0 {
+        match &*self.store {
             Store::Listed(v) => v.len(),
             Store::Compact(c) => c.rows.len(),
         }
@@ -54,35 +69,79 @@ impl Findings {
         self.len() == 0
     }
 
+    /// The same findings with the gate's marks, one per finding in order.
+    pub fn with_marks(&self, marks: Vec<Mark>) -> Findings {
+        assert_eq!(marks.len(), self.len(), "one mark per finding");
+        Findings {
+            store: self.store.clone(),
+            marks: marks.into(),
+        }
+    }
+
+    fn mark(&self, index: usize) -> Option<&Mark> {
+        self.marks.get(index)
+    }
+
+    /// `finding` with the gate's mark at `index`, if any.
+    fn marked<'a>(&self, index: usize, finding: Cow<'a, Finding>) -> Cow<'a, Finding> {
+        match self.mark(index) {
+            Some(m) if m.suppression.is_some() || m.baseline.is_some() => {
+                let mut f = finding.into_owned();
+                f.suppression = m.suppression.as_deref().cloned();
+                f.baseline_state = m.baseline;
+                Cow::Owned(f)
+            }
+            _ => finding,
+        }
+    }
+
     /// Every finding in report order, built as it is reached.
     pub fn iter(&self) -> Box<dyn Iterator<Item = Cow<'_, Finding>> + '_> {
-        match &*self.0 {
+        let plain: Box<dyn Iterator<Item = Cow<'_, Finding>> + '_> = match &*self.store {
             Store::Listed(v) => Box::new(v.iter().map(Cow::Borrowed)),
             Store::Compact(c) => Box::new(c.rows.iter().map(|r| Cow::Owned(c.finding(r)))),
+        };
+        if self.marks.is_empty() {
+            return plain;
         }
+        Box::new(plain.enumerate().map(|(i, f)| self.marked(i, f)))
     }
 
     /// The counting keys of every finding in report order.
     pub fn keys(&self) -> Box<dyn Iterator<Item = FindingKey<'_>> + '_> {
-        match &*self.0 {
+        let plain: Box<dyn Iterator<Item = FindingKey<'_>> + '_> = match &*self.store {
             Store::Listed(v) => Box::new(v.iter().map(|f| FindingKey {
                 severity: f.severity,
                 rule: &f.rule,
                 family: &f.family,
                 task_id: f.task_id.as_deref(),
                 agent: f.agent.as_deref(),
+                session_id: f.session_id.as_deref(),
                 at: f.at,
+                suppressed: f.suppression.is_some(),
+                baseline: f.baseline_state,
             })),
             Store::Compact(c) => Box::new(c.rows.iter().map(|r| c.key(r))),
+        };
+        if self.marks.is_empty() {
+            return plain;
         }
+        Box::new(plain.enumerate().map(|(i, mut k)| {
+            if let Some(m) = self.mark(i) {
+                k.suppressed = m.suppression.is_some();
+                k.baseline = m.baseline;
+            }
+            k
+        }))
     }
 
     /// The finding at `index` in report order.
     pub fn get(&self, index: usize) -> Option<Cow<'_, Finding>> {
-        match &*self.0 {
+        let plain = match &*self.store {
             Store::Listed(v) => v.get(index).map(Cow::Borrowed),
             Store::Compact(c) => c.rows.get(index).map(|r| Cow::Owned(c.finding(r))),
-        }
+        }?;
+        Some(self.marked(index, plain))
     }
 
     pub fn to_vec(&self) -> Vec<Finding> {
@@ -100,13 +159,19 @@ impl<'a> IntoIterator for &'a Findings {
 
 impl From<Vec<Finding>> for Findings {
     fn from(v: Vec<Finding>) -> Self {
-        Findings(Arc::new(Store::Listed(v)))
+        Findings {
+            store: Arc::new(Store::Listed(v)),
+            marks: Arc::new([]),
+        }
     }
 }
 
 impl From<Compact> for Findings {
     fn from(c: Compact) -> Self {
-        Findings(Arc::new(Store::Compact(c)))
+        Findings {
+            store: Arc::new(Store::Compact(c)),
+            marks: Arc::new([]),
+        }
     }
 }
 
@@ -143,6 +208,11 @@ impl<'de> Deserialize<'de> for Findings {
 pub(crate) struct Place {
     pub id: Option<Box<str>>,
     pub source: Option<Arc<str>>,
+    pub session_id: Option<Arc<str>>,
+    /// What tells apart places that share an id or have none, without
+    /// naming where they are: a digest of the version and instant of an
+    /// event, or of the reason and text of a rejected line.
+    pub content: u64,
     pub event_type: Arc<str>,
     pub task_id: Option<Arc<str>>,
     pub file: Arc<str>,
@@ -324,16 +394,17 @@ impl Compact {
 
     fn key<'a>(&'a self, r: &'a Row) -> FindingKey<'a> {
         let label = &self.rules[r.rule as usize];
+        let first = r.first.and_then(|s| self.places.get(s));
         FindingKey {
             severity: r.severity,
             rule: &label.id,
             family: &label.family,
             task_id: r.task_id.as_deref(),
-            agent: r
-                .first
-                .and_then(|s| self.places.get(s))
-                .and_then(|p| p.source.as_deref()),
+            agent: first.and_then(|p| p.source.as_deref()),
+            session_id: first.and_then(|p| p.session_id.as_deref()),
             at: r.at,
+            suppressed: false,
+            baseline: None,
         }
     }
 
@@ -376,11 +447,16 @@ impl Compact {
             agent: found
                 .first()
                 .and_then(|p| p.source.as_deref().map(str::to_string)),
+            session_id: found
+                .first()
+                .and_then(|p| p.session_id.as_deref().map(str::to_string)),
             event_ids,
             locations,
             at: r.at,
             fingerprint: format!("{:032x}", r.fingerprint),
             timeline,
+            suppression: None,
+            baseline_state: None,
         }
     }
 }
@@ -397,13 +473,16 @@ fn first_of_each<T: Eq + Hash + Copy>(items: impl Iterator<Item = T>) -> Vec<T> 
     items.filter(|item| seen.insert(*item)).collect()
 }
 
-/// Stable across runs: the rule, the task, the events (by id) and the
-/// message, never seq numbers. One rule may report several checks on the same
-/// events (one message each), so the message is part of it. When one id
-/// stands for several versions (conflicting duplicates) or for rejected lines,
-/// their file:line places tell the findings apart.
+/// Stable across runs, paths and machines: the rule, the task, the events
+/// (by id) and the message, never seq numbers, file names or line numbers.
+/// One rule may report several checks on the same events (one message
+/// each), so the message is part of it, with every `file:line` of a cited
+/// place taken out (two rules name them). When one id stands for several
+/// versions (conflicting duplicates), or places have no id (rejected lines),
+/// their content tells the findings apart.
 fn fingerprint(rule: &str, task: Option<&str>, message: &str, places: &[&Place]) -> u128 {
     let mut ids = distinct_ids(places);
+    let message = without_places(message, places);
     let mut key = format!("{rule}\u{0}{}\u{0}{message}", task.unwrap_or(""));
     let distinct = ids.len();
     ids.sort_unstable();
@@ -412,17 +491,33 @@ fn fingerprint(rule: &str, task: Option<&str>, message: &str, places: &[&Place])
         key.push_str(id);
     }
     if places.len() > distinct {
-        let mut at: Vec<String> = places
-            .iter()
-            .map(|p| format!("{}:{}", p.file, p.line))
-            .collect();
-        at.sort();
-        for a in at {
-            key.push('\u{0}');
-            key.push_str(&a);
+        let mut contents: Vec<u64> = places.iter().map(|p| p.content).collect();
+        contents.sort_unstable();
+        for c in contents {
+            key.push_str(&format!("\u{0}{c:016x}"));
         }
     }
     xxhash_rust::xxh3::xxh3_128(key.as_bytes())
+}
+
+/// `message` with each cited place's `file:line` replaced by a mark. Only
+/// files the message names are looked at, longest text first (so that
+/// `log:12` is not cut by `log:1`).
+fn without_places<'a>(message: &'a str, places: &[&Place]) -> Cow<'a, str> {
+    let mut named: Vec<String> = places
+        .iter()
+        .filter(|p| message.contains(&*p.file))
+        .map(|p| format!("{}:{}", p.file, p.line))
+        .collect();
+    if named.is_empty() {
+        return Cow::Borrowed(message);
+    }
+    named.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    let mut out = message.to_string();
+    for n in named {
+        out = out.replace(&n, "\u{1}");
+    }
+    Cow::Owned(out)
 }
 
 #[cfg(test)]
@@ -433,6 +528,8 @@ mod tests {
         Place {
             id: Some(id.into()),
             source: Some("agent:a".into()),
+            session_id: None,
+            content: at_us as u64,
             event_type: "vendor.x".into(),
             task_id: None,
             file: file.into(),
@@ -504,6 +601,45 @@ mod tests {
         let mut rejected = place("l", 4, "x", 0);
         rejected.id = None;
         assert_eq!(distinct_ids(&[&a, &b, &rejected, &c, &b]), ["e2", "e1"]);
+    }
+
+    #[test]
+    fn fingerprints_do_not_depend_on_where_the_events_are() {
+        let print = |file: &str, first: u64, second: u64| {
+            let (a, b) = (place(file, first, "e1", 1), place(file, second, "e1", 2));
+            let message = format!("event id e1 at {file}:{second} differs from {file}:{first}");
+            fingerprint("r", None, &message, &[&a, &b])
+        };
+        let here = print("logs/a.ndjson", 1, 12);
+        assert_eq!(here, print("/elsewhere/day/b.ndjson", 40, 7));
+        // Two versions of one id are told apart by their content.
+        let (a, b, c) = (
+            place("l", 1, "e1", 1),
+            place("l", 2, "e1", 2),
+            place("l", 3, "e1", 3),
+        );
+        assert_ne!(
+            fingerprint("r", None, "m", &[&b, &a]),
+            fingerprint("r", None, "m", &[&c, &a])
+        );
+        // Another rule, task or message is another finding.
+        let one = fingerprint("r", None, "m", &[&a]);
+        assert_ne!(one, fingerprint("s", None, "m", &[&a]));
+        assert_ne!(one, fingerprint("r", Some("t"), "m", &[&a]));
+        assert_ne!(one, fingerprint("r", None, "n", &[&a]));
+    }
+
+    #[test]
+    fn a_place_is_cut_from_the_message_whole() {
+        let (a, b) = (place("log", 1, "x", 0), place("log", 12, "y", 0));
+        assert_eq!(
+            without_places("log:12 then log:1.", &[&a, &b]),
+            "\u{1} then \u{1}."
+        );
+        assert!(matches!(
+            without_places("nothing named", &[&a]),
+            Cow::Borrowed(_)
+        ));
     }
 
     #[test]

@@ -10,10 +10,12 @@ pub mod cli;
 #[cfg(feature = "cluster")]
 pub mod cluster;
 pub mod commands;
+pub mod config;
 pub mod engine;
 pub mod escape;
 pub mod finding;
 pub mod findings;
+pub mod gate;
 pub mod ingest;
 pub mod output;
 pub mod progress;

@@ -2,8 +2,7 @@
 //! exit code (0 clean, 1 findings at or above --fail-on, 2 usage or input
 //! error).
 
-use clap::Parser;
-use hvaudit::cli::{Cli, Command};
+use hvaudit::cli::Command;
 use hvaudit::commands;
 use std::process::ExitCode;
 
@@ -20,7 +19,14 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 fn main() -> ExitCode {
     hvaudit::progress::start_clock();
-    let cli = Cli::parse();
+    let (cli, config) = match hvaudit::config::parse_command_line(std::env::args_os()) {
+        Ok(parsed) => parsed,
+        Err(hvaudit::config::ArgsError::Clap(e)) => e.exit(),
+        Err(hvaudit::config::ArgsError::Config(e)) => {
+            eprintln!("hvaudit: {e}");
+            return ExitCode::from(2);
+        }
+    };
     // Without a memory limit, never hand freed pages back to the kernel: a
     // query phase frees and allocates gigabytes, and each page given back is
     // faulted and zeroed again on reuse (a 1 GB audit: 75-90 k page faults
@@ -32,13 +38,16 @@ fn main() -> ExitCode {
         unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
     }
     let quiet = cli.quiet;
+    let cli_config = (cli.config.clone(), cli.no_config);
     let outcome = match cli.command {
-        Command::Audit(a) => commands::audit::run(a, quiet),
+        Command::Audit(a) => commands::audit::run(a, &config, quiet),
         Command::Sql(a) => commands::sql::run(a, quiet),
         Command::Convert(a) => commands::convert::run(a, quiet),
-        Command::Rules { action } => commands::rules::run(action),
+        Command::Rules { action } => commands::rules::run(action, &config),
         Command::Synth(a) => commands::synth::run(a, quiet),
         Command::Replay(a) => commands::replay::run(a, quiet),
+        Command::Diff(a) => commands::diff::run(a),
+        Command::Config { action } => commands::config::run(action, &cli_config),
         #[cfg(feature = "cluster")]
         Command::Scheduler(a) => commands::cluster::scheduler(a),
         #[cfg(feature = "cluster")]

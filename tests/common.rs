@@ -70,3 +70,17 @@ pub fn mknod_char(path: &std::path::Path, major: u32, minor: u32) -> bool {
         .status()
         .is_ok_and(|s| s.success())
 }
+
+/// The reasons `sarif` breaks the OASIS SARIF 2.1.0 schema (none: valid).
+pub fn sarif_schema_errors(sarif: &serde_json::Value) -> Vec<String> {
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("fixtures/sarif-schema-2.1.0.json")).unwrap();
+    let validator = jsonschema::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .expect("schema compiles");
+    validator
+        .iter_errors(sarif)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect()
+}

@@ -2,7 +2,10 @@
 //! hostile strings, checked for escaping, shape and determinism.
 
 use chrono::{DateTime, TimeZone, Utc};
-use hvaudit::finding::{Span, TimeBucket, TimelineEntry};
+use hvaudit::finding::{
+    BaselineState, BaselineUsed, EntryUse, Gate, Span, Suppression, SuppressionsUsed, TimeBucket,
+    TimelineEntry,
+};
 use hvaudit::report::{Format, TextOptions, render, render_text};
 use hvaudit::{Finding, InputSummary, Location, Report, RuleMeta, Severity};
 use serde_json::Value;
@@ -70,6 +73,9 @@ fn sample() -> Report {
             locations: vec![loc(a, 3, Some("evt-1")), loc(a, 9, Some("evt-2"))],
             at: Some(t(5, 120)),
             fingerprint: "a1b2c3d4e5f60718".into(),
+            session_id: Some("sess-<1>".into()),
+            suppression: None,
+            baseline_state: Some(BaselineState::New),
             timeline: vec![
                 entry(t(5, 120), "evt-1", "task.completed", Some("task-1"), a, 3),
                 entry(t(6, 0), "evt-2", "task.completed", Some("task-1"), a, 9),
@@ -87,6 +93,14 @@ fn sample() -> Report {
             locations: vec![loc(b, 1, Some("evt-\x1b[2J"))],
             at: Some(t(7, 0)),
             fingerprint: "ffff000011112222".into(),
+            session_id: None,
+            suppression: Some(Suppression {
+                entry: 2,
+                reason: "accepted <b>risk</b>\x1b[31m until the migration".into(),
+                owner: Some("team | auth".into()),
+                expires: Some("2999-12-31".into()),
+            }),
+            baseline_state: Some(BaselineState::Unchanged),
             timeline: vec![entry(t(7, 0), "evt-\x1b[2J", "handoff</script>", Some("task-</script>-2"), b, 1)],
         },
         Finding {
@@ -100,6 +114,9 @@ fn sample() -> Report {
             locations: vec![loc(a, 12, Some("evt-7"))],
             at: Some(t(9, 999)),
             fingerprint: "0123456789abcdef".into(),
+            session_id: None,
+            suppression: None,
+            baseline_state: Some(BaselineState::Unchanged),
             timeline: vec![],
         },
         Finding {
@@ -113,6 +130,9 @@ fn sample() -> Report {
             locations: vec![loc(b, 0, None)],
             at: None,
             fingerprint: "9999999999999999".into(),
+            session_id: None,
+            suppression: None,
+            baseline_state: Some(BaselineState::Unchanged),
             timeline: vec![],
         },
     ];
@@ -166,6 +186,63 @@ fn sample() -> Report {
             bucket(t(20, 0), 20, 0, 0),
             bucket(t(40, 0), 20, 6, 1),
         ],
+        gate: Gate {
+            fail_on: Some(Severity::High),
+            new_only: false,
+            suppressions: Some(SuppressionsUsed {
+                file: "audit/suppressions.toml".into(),
+                entries: vec![
+                    EntryUse {
+                        entry: 1,
+                        matches: "rule HV-OLD-* task t_*".into(),
+                        reason: "old <i>rule</i>".into(),
+                        owner: None,
+                        expires: Some("2020-01-31".into()),
+                        expired: true,
+                        suppressed: 0,
+                    },
+                    EntryUse {
+                        entry: 2,
+                        matches: "fingerprint ffff000011112222".into(),
+                        reason: "accepted <b>risk</b>\x1b[31m until the migration".into(),
+                        owner: Some("team | auth".into()),
+                        expires: Some("2999-12-31".into()),
+                        expired: false,
+                        suppressed: 1,
+                    },
+                    EntryUse {
+                        entry: 3,
+                        matches: "rule nothing.*".into(),
+                        reason: "never matched".into(),
+                        owner: None,
+                        expires: None,
+                        expired: false,
+                        suppressed: 0,
+                    },
+                ],
+            }),
+            baseline: Some(BaselineUsed {
+                file: "reports/yesterday.json".into(),
+                new: 1,
+                unchanged: 3,
+                absent: vec![Finding {
+                    rule: "HV-TASK-001".into(),
+                    severity: Severity::High,
+                    family: "lifecycle".into(),
+                    message: "fixed since: <s>gone</s>".into(),
+                    task_id: Some("task-0".into()),
+                    agent: None,
+                    session_id: None,
+                    event_ids: vec!["evt-0".into()],
+                    locations: vec![loc("logs/old.ndjson", 4, Some("evt-0"))],
+                    at: Some(t(1, 0)),
+                    fingerprint: "00000000deadbeef".into(),
+                    timeline: vec![],
+                    suppression: None,
+                    baseline_state: Some(BaselineState::Absent),
+                }],
+            }),
+        },
     }
 }
 
@@ -196,13 +273,14 @@ fn render_to_string(report: &Report, format: Format) -> String {
     String::from_utf8(out).expect("utf-8 output")
 }
 
-const ALL: [Format; 6] = [
+const ALL: [Format; 7] = [
     Format::Text,
     Format::Json,
     Format::Jsonl,
     Format::Markdown,
     Format::Html,
     Format::Sarif,
+    Format::Junit,
 ];
 
 #[test]
@@ -215,6 +293,7 @@ fn format_names_parse_and_errors_list_choices() {
         ("markdown", Format::Markdown),
         ("html", Format::Html),
         ("sarif", Format::Sarif),
+        ("junit", Format::Junit),
     ] {
         assert_eq!(name.parse::<Format>().unwrap(), f);
     }
@@ -313,9 +392,15 @@ fn jsonl_is_one_finding_a_line() {
     let r = hostile();
     let out = render_to_string(&r, Format::Jsonl);
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), r.findings.len());
+    let absent = &r.gate.baseline.as_ref().unwrap().absent;
+    assert_eq!(lines.len(), r.findings.len() + absent.len());
     assert!(out.ends_with('\n'));
-    for (line, f) in lines.iter().zip(&r.findings) {
+    let every = r
+        .findings
+        .to_vec()
+        .into_iter()
+        .chain(absent.iter().cloned());
+    for (line, f) in lines.iter().zip(every) {
         let v: Value = serde_json::from_str(line).expect("each line is JSON");
         assert_eq!(v["rule"], f.rule.as_str());
         assert_eq!(v["fingerprint"], f.fingerprint.as_str());
@@ -552,13 +637,19 @@ fn sarif_validates_against_the_oasis_schema() {
     assert_eq!(rules[3]["defaultConfiguration"]["level"], "warning");
     assert_eq!(rules[2]["defaultConfiguration"]["level"], "note");
     let results = run["results"].as_array().unwrap();
-    assert_eq!(results.len(), r.findings.len());
-    for (res, f) in results.iter().zip(&r.findings) {
+    let absent = &r.gate.baseline.as_ref().unwrap().absent;
+    assert_eq!(results.len(), r.findings.len() + absent.len());
+    let every = r
+        .findings
+        .to_vec()
+        .into_iter()
+        .chain(absent.iter().cloned());
+    for (res, f) in results.iter().zip(every) {
         let idx = res["ruleIndex"].as_u64().unwrap() as usize;
         assert_eq!(rules[idx]["id"], res["ruleId"]);
         assert_eq!(res["ruleId"], f.rule.as_str());
         assert_eq!(
-            res["partialFingerprints"]["hvaudit/v1"],
+            res["partialFingerprints"]["hvaudit/v2"],
             f.fingerprint.as_str()
         );
         for l in res["locations"].as_array().unwrap() {
@@ -585,6 +676,7 @@ fn sarif_validates_against_the_oasis_schema() {
 fn empty_report_renders_in_every_format() {
     let mut r = sample();
     r.findings = Vec::new().into();
+    r.gate = Default::default();
     r.inputs.clear();
     r.rule_errors.clear();
     r.span = Span {
@@ -622,4 +714,5 @@ snapshot_tests! {
     snapshot_markdown => Format::Markdown,
     snapshot_html => Format::Html,
     snapshot_sarif => Format::Sarif,
+    snapshot_junit => Format::Junit,
 }

@@ -9,6 +9,7 @@ mod common;
 mod ev_table;
 mod fixtures_outcome;
 mod forced_plans;
+mod gate;
 mod ingest;
 mod outputs;
 mod properties;

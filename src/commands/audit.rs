@@ -2,21 +2,25 @@
 
 use crate::audit::{AuditConfig, audit_in_place, audit_ingested, block_on};
 use crate::cli::AuditArgs;
+use crate::config::Config;
+use crate::gate::{GateOptions, baseline::Baseline, suppressions::Suppressions};
 use crate::output::write_output;
-use crate::report::{self, Format};
+use crate::report;
 use crate::rules::catalog::Catalog;
 
-pub fn run(args: AuditArgs, quiet: bool) -> anyhow::Result<u8> {
+pub fn run(args: AuditArgs, config: &Config, quiet: bool) -> anyhow::Result<u8> {
     // An interrupt removes the report's temp file (see signals.rs).
     crate::signals::install();
-    let format: Format = args.format.parse().map_err(anyhow::Error::msg)?;
     let cfg = AuditConfig {
         inputs: args.input.paths.clone(),
         spec: args.spec.into(),
         token_format: args.input.token_format.into(),
         horizon_ms: args.horizon,
         decision_types: args.decision_types.clone(),
-        rules_glob: args.rules.clone(),
+        rules_glob: args.selection.rules.clone(),
+        exclude_rules: args.selection.exclude_rules.clone(),
+        rule_overrides: config.rules.clone(),
+        allow_empty: args.input.allow_empty,
         rules_dir: args.rules_dir.clone(),
         since: args.since,
         until: args.until,
@@ -25,17 +29,30 @@ pub fn run(args: AuditArgs, quiet: bool) -> anyhow::Result<u8> {
         progress: !quiet,
     };
     let catalog = cfg.catalog()?;
+    // The gate's files are read before the audit: a typo in one must not
+    // wait for a long run to be said.
+    let gate_options = GateOptions {
+        fail_on: args.fail_on.0,
+        fail_on_new: args.fail_on_new,
+        suppressions: args
+            .suppressions
+            .as_deref()
+            .map(Suppressions::load)
+            .transpose()?,
+        baseline: args.baseline.as_deref().map(Baseline::load).transpose()?,
+        today: None,
+    };
     if let Some(out) = &args.output
         && (args.in_place || args.cluster.is_some())
     {
         // The loaded path checks when it expands the inputs.
-        let (found, _) = crate::ingest::inputs::expand(&cfg.inputs)?;
+        let (found, _) = crate::ingest::inputs::expand(&cfg.inputs, true)?;
         crate::output::refuse_inputs(&[("-o", out)], &found)?;
     }
     if args.in_place {
         super::report_stale(&cfg.spill_dir_or_default(), quiet, false);
     }
-    let report = match &args.cluster {
+    let mut report = match &args.cluster {
         Some(url) => on_cluster(&cfg, &catalog, url, args.timeout, quiet)?,
         None if args.in_place => block_on(audit_in_place(&cfg, &catalog))?,
         None => {
@@ -45,17 +62,72 @@ pub fn run(args: AuditArgs, quiet: bool) -> anyhow::Result<u8> {
             block_on(audit_ingested(&cfg, &catalog, &ingested))?
         }
     };
+    crate::gate::apply(&mut report, gate_options);
     for (rule, error) in &report.rule_errors {
         eprintln!("hvaudit: rule {rule} failed: {error}");
     }
     let path = args.output.as_deref().unwrap_or(std::path::Path::new("-"));
-    write_output(path, |w| report::render(&report, format, w))?;
+    write_output(path, |w| report::render(&report, args.format, w))?;
+    if !quiet {
+        eprint!("{}", gate_summary(&report));
+    }
     if !report.rule_errors.is_empty() {
         // A rule that could not run means the audit is incomplete.
         return Ok(2);
     }
-    let failing = report.findings.keys().any(|f| f.severity >= args.fail_on);
-    Ok(u8::from(failing))
+    if report.no_events() && !args.input.allow_empty {
+        eprintln!(
+            "hvaudit: the inputs hold no events, so nothing was audited; check the inputs \
+             or pass --allow-empty to accept it"
+        );
+        return Ok(2);
+    }
+    let (expired, unused) = crate::gate::stale_entries(&report);
+    for e in &expired {
+        eprintln!(
+            "hvaudit: suppression entry {} ({}) expired on {}: it suppresses nothing now",
+            e.entry,
+            e.matches,
+            e.expires.as_deref().unwrap_or_default()
+        );
+    }
+    if args.error_on_unused_suppressions && !unused.is_empty() {
+        for e in &unused {
+            eprintln!(
+                "hvaudit: suppression entry {} ({}) matched no finding; remove it \
+                 (--error-on-unused-suppressions)",
+                e.entry, e.matches
+            );
+        }
+        return Ok(1);
+    }
+    Ok(u8::from(report.failing() > 0))
+}
+
+/// The gate's lines of the stderr summary: suppressed, new, absent.
+fn gate_summary(report: &crate::Report) -> String {
+    let mut out = String::new();
+    if let Some(s) = &report.gate.suppressions {
+        let (expired, unused) = crate::gate::stale_entries(report);
+        out.push_str(&format!(
+            "hvaudit: {} finding(s) suppressed by {} ({} entries, {} expired, {} unused)\n",
+            report.suppressed(),
+            s.file,
+            s.entries.len(),
+            expired.len(),
+            unused.len()
+        ));
+    }
+    if let Some(b) = &report.gate.baseline {
+        out.push_str(&format!(
+            "hvaudit: against {}: {} new, {} unchanged, {} absent (fixed)\n",
+            b.file,
+            b.new,
+            b.unchanged,
+            b.absent.len()
+        ));
+    }
+    out
 }
 
 #[cfg(feature = "cluster")]

@@ -3,7 +3,9 @@
 pub mod audit;
 #[cfg(feature = "cluster")]
 pub mod cluster;
+pub mod config;
 pub mod convert;
+pub mod diff;
 pub mod replay;
 pub mod rules;
 pub mod sql;
@@ -33,9 +35,10 @@ pub fn load(
         max_line_bytes: usize::try_from(args.max_line_bytes).unwrap_or(usize::MAX),
         keep_bad_raw: args.bad_lines.is_some(),
         max_bad_lines: args.max_bad_lines.unwrap_or(max_bad_default),
+        allow_empty: args.allow_empty,
         ..Default::default()
     };
-    let (found, skipped) = inputs::expand(&args.paths)?;
+    let (found, skipped) = inputs::expand(&args.paths, args.allow_empty)?;
     let mut outputs = outputs.to_vec();
     if let Some(path) = &args.bad_lines {
         outputs.push(("--bad-lines", path));

@@ -6,13 +6,23 @@ use crate::engine::{self, EngineOptions, RuleSettings};
 use crate::ingest::Ingested;
 use crate::rules::{self, catalog::Catalog};
 
-pub fn run(action: RulesAction) -> anyhow::Result<u8> {
+pub fn run(action: RulesAction, config: &crate::config::Config) -> anyhow::Result<u8> {
     match action {
-        RulesAction::List { rules_dir } => {
+        RulesAction::List {
+            rules_dir,
+            selection,
+        } => {
             let mut c = Catalog::embedded().map_err(errors)?;
             if let Some(d) = rules_dir {
                 c.add_dir(&d).map_err(errors)?;
             }
+            c.apply_overrides(&config.rules, |c| {
+                c.select(
+                    selection.rules.as_deref(),
+                    selection.exclude_rules.as_deref(),
+                )
+            })
+            .map_err(anyhow::Error::msg)?;
             for r in &c.rules {
                 println!(
                     "{:<38} {:<8} {:<4} {}",

@@ -37,9 +37,18 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
             })
         };
         let ctx = match &cluster {
-            Some(url) => on_time(limit, cluster_session(url, &args.input.paths)).await?,
+            Some(url) => {
+                on_time(
+                    limit,
+                    cluster_session(url, &args.input.paths, args.input.allow_empty),
+                )
+                .await?
+            }
             None if args.in_place => {
-                let files = crate::ingest::in_place::scan_inputs(&args.input.paths)?;
+                let files = crate::ingest::in_place::scan_inputs(
+                    &args.input.paths,
+                    args.input.allow_empty,
+                )?;
                 let ctx = local()?;
                 crate::ingest::in_place::register_tables(&ctx, &files).await?;
                 ctx
@@ -82,15 +91,20 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
 async fn cluster_session(
     url: &str,
     paths: &[std::path::PathBuf],
+    allow_empty: bool,
 ) -> anyhow::Result<SessionContext> {
-    let files = crate::cluster::scan_inputs(paths)?;
+    let files = crate::cluster::scan_inputs(paths, allow_empty)?;
     let ctx = crate::cluster::connect(url).await?;
     crate::cluster::register_tables(&ctx, &files).await?;
     Ok(ctx)
 }
 
 #[cfg(not(feature = "cluster"))]
-async fn cluster_session(url: &str, _: &[std::path::PathBuf]) -> anyhow::Result<SessionContext> {
+async fn cluster_session(
+    url: &str,
+    _: &[std::path::PathBuf],
+    _: bool,
+) -> anyhow::Result<SessionContext> {
     anyhow::bail!(
         "--cluster {url}: this build has no cluster support; rebuild with the `cluster` feature"
     )

@@ -33,8 +33,8 @@ pub struct ParquetInputs {
 /// Find and describe the Parquet files under `paths`. Each must be
 /// `convert`'s output, and files from different convert runs must not
 /// share seqs (each shard converted with its own `--shard`).
-pub fn scan_inputs(paths: &[PathBuf]) -> anyhow::Result<ParquetInputs> {
-    let (found, skipped) = inputs::expand(paths)?;
+pub fn scan_inputs(paths: &[PathBuf], allow_empty: bool) -> anyhow::Result<ParquetInputs> {
+    let (found, skipped) = inputs::expand(paths, allow_empty)?;
     let mut out = ParquetInputs {
         skipped,
         ..Default::default()

@@ -82,6 +82,28 @@ pub enum InputError {
     Empty,
     #[error("standard input (`-`) is named more than once; it can be read only once")]
     StdinTwice,
+    #[error(
+        "{path} holds no log file{skipped}; check the path (a wrong date, a stopped log \
+         shipper?) or pass --allow-empty to accept it"
+    )]
+    NoLogs { path: String, skipped: String },
+}
+
+/// What a walk skipped, for the error that it found no log: the first few.
+fn skipped_note(skipped: &[Skipped]) -> String {
+    const SHOWN: usize = 3;
+    if skipped.is_empty() {
+        return String::new();
+    }
+    let mut listed: Vec<String> = skipped
+        .iter()
+        .take(SHOWN)
+        .map(|s| format!("{}: {}", s.path, s.reason))
+        .collect();
+    if skipped.len() > SHOWN {
+        listed.push(format!("and {} more", skipped.len() - SHOWN));
+    }
+    format!(" ({} skipped: {})", skipped.len(), listed.join("; "))
 }
 
 /// Problems inside a directory walk: reported, not fatal.
@@ -97,8 +119,12 @@ const LOG_EXTENSIONS: [&str; 9] = [
 ];
 
 /// Expand paths into inputs. Files named explicitly must be readable;
-/// directories are walked recursively in sorted order.
-pub fn expand(paths: &[PathBuf]) -> Result<(Vec<Input>, Vec<Skipped>), InputError> {
+/// directories are walked recursively in sorted order. A directory or
+/// pattern that yields no log is an error unless `allow_empty`.
+pub fn expand(
+    paths: &[PathBuf],
+    allow_empty: bool,
+) -> Result<(Vec<Input>, Vec<Skipped>), InputError> {
     if paths.is_empty() {
         return Err(InputError::Empty);
     }
@@ -109,6 +135,7 @@ pub fn expand(paths: &[PathBuf]) -> Result<(Vec<Input>, Vec<Skipped>), InputErro
     }
     for p in paths {
         let shown = shown_path(p);
+        let (inputs_before, skipped_before) = (inputs.len(), skipped.len());
         let unreadable = |reason: String| InputError::Unreadable {
             path: shown.clone(),
             reason,
@@ -132,7 +159,13 @@ pub fn expand(paths: &[PathBuf]) -> Result<(Vec<Input>, Vec<Skipped>), InputErro
             let mut found: Vec<PathBuf> = matches.filter_map(Result::ok).collect();
             found.sort();
             if found.is_empty() {
-                return Err(InputError::NoMatch { pattern: shown });
+                if !allow_empty {
+                    return Err(InputError::NoMatch { pattern: shown });
+                }
+                skipped.push(Skipped {
+                    path: shown.clone(),
+                    reason: "matches no file (--allow-empty)".into(),
+                });
             }
             for f in found {
                 if f.is_dir() {
@@ -154,6 +187,19 @@ pub fn expand(paths: &[PathBuf]) -> Result<(Vec<Input>, Vec<Skipped>), InputErro
                 _ => "no such file or directory".into(),
             };
             return Err(unreadable(reason));
+        }
+        if inputs.len() == inputs_before && !allow_empty && p.as_os_str() != STDIN_ARG {
+            // The walk's own "no log files in this directory" is what the
+            // error says already.
+            let inside: Vec<Skipped> = skipped[skipped_before..]
+                .iter()
+                .filter(|s| s.path != shown)
+                .cloned()
+                .collect();
+            return Err(InputError::NoLogs {
+                path: shown,
+                skipped: skipped_note(&inside),
+            });
         }
     }
     Ok((inputs, skipped))

@@ -42,6 +42,8 @@ pub struct IngestOptions {
     /// Rejected lines listed per input (in `bad_lines` and the report);
     /// the rest are counted. `--bad-lines FILE` still gets every one.
     pub max_bad_lines: usize,
+    /// Accept a directory or pattern without logs (`--allow-empty`).
+    pub allow_empty: bool,
     /// Bytes read so far across inputs, for a progress bar.
     pub progress: Arc<AtomicU64>,
 }
@@ -54,6 +56,7 @@ impl Default for IngestOptions {
             threads: 0,
             keep_bad_raw: false,
             max_bad_lines: usize::MAX,
+            allow_empty: false,
             progress: Arc::default(),
         }
     }
@@ -96,7 +99,7 @@ impl Ingested {
 
 /// Expand the paths and read every input.
 pub fn ingest(paths: &[PathBuf], opts: &IngestOptions) -> Result<Ingested, InputError> {
-    let (inputs, skipped) = inputs::expand(paths)?;
+    let (inputs, skipped) = inputs::expand(paths, opts.allow_empty)?;
     Ok(ingest_inputs(&inputs, skipped, opts))
 }
 

@@ -70,6 +70,9 @@ pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()>
         span_length => charts::span_length(report),
         by_rule => counts(by_rule),
         rules => rules,
+        verdict => clean(&super::verdict(report)),
+        failed => report.failing() > 0,
+        gate_notes => super::gate_notes(report).iter().map(|n| clean(n).into_owned()).collect::<Vec<_>>(),
     };
     env.get_template(NAME)?.render_captured_to(ctx, &mut *out)?;
     Ok(())

@@ -3,7 +3,9 @@
 //! machine-readable view of a finding has the same shape.
 
 use super::identity_holds;
-use crate::finding::{Finding, InputSummary, Report, Severity, fmt_instant};
+use crate::finding::{
+    BaselineState, EntryUse, Finding, InputSummary, Report, Severity, Suppression, fmt_instant,
+};
 use crate::findings::Findings;
 use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
@@ -26,6 +28,7 @@ pub(super) struct ReportJson<'a> {
     unresolved_basis: u64,
     rules: Vec<&'a str>,
     rule_errors: Vec<RuleErrorJson<'a>>,
+    gate: GateJson<'a>,
     /// None for the summary the HTML page reads (its findings come one at
     /// a time).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -76,6 +79,7 @@ impl<'a> ReportJson<'a> {
                 .iter()
                 .map(|(rule, error)| RuleErrorJson { rule, error })
                 .collect(),
+            gate: GateJson::new(report),
             findings: Some(FindingsJson(&report.findings)),
         }
     }
@@ -171,6 +175,66 @@ impl Serialize for Counts {
     }
 }
 
+/// The gate: its verdict and settings, the suppression file's entries and
+/// the baseline's counts with the absent findings.
+#[derive(Serialize)]
+struct GateJson<'a> {
+    /// "passed", "failed" or "not gated" (`--fail-on none`).
+    verdict: &'static str,
+    fail_on: Option<Severity>,
+    new_only: bool,
+    /// Findings that fail the run.
+    failing: usize,
+    suppressed: usize,
+    /// The inputs held no event: nothing was audited.
+    no_events: bool,
+    suppressions: Option<SuppressionsJson<'a>>,
+    baseline: Option<BaselineJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct SuppressionsJson<'a> {
+    file: &'a str,
+    entries: &'a [EntryUse],
+}
+
+#[derive(Serialize)]
+struct BaselineJson<'a> {
+    file: &'a str,
+    new: u64,
+    unchanged: u64,
+    absent: Vec<FindingJson<'a>>,
+}
+
+impl<'a> GateJson<'a> {
+    fn new(report: &'a Report) -> Self {
+        let failing = report.failing();
+        let g = &report.gate;
+        Self {
+            verdict: match (g.fail_on, failing) {
+                (None, _) => "not gated",
+                (Some(_), 0) => "passed",
+                _ => "failed",
+            },
+            fail_on: g.fail_on,
+            new_only: g.new_only,
+            failing,
+            suppressed: report.suppressed(),
+            no_events: report.no_events(),
+            suppressions: g.suppressions.as_ref().map(|s| SuppressionsJson {
+                file: &s.file,
+                entries: &s.entries,
+            }),
+            baseline: g.baseline.as_ref().map(|b| BaselineJson {
+                file: &b.file,
+                new: b.new,
+                unchanged: b.unchanged,
+                absent: b.absent.iter().map(FindingJson::new).collect(),
+            }),
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct RuleErrorJson<'a> {
     rule: &'a str,
@@ -185,11 +249,16 @@ pub(super) struct FindingJson<'a> {
     message: &'a str,
     task_id: Option<&'a str>,
     agent: Option<&'a str>,
+    session_id: Option<&'a str>,
     event_ids: &'a [String],
     locations: Vec<LocationJson<'a>>,
     at: Option<String>,
     fingerprint: &'a str,
     timeline: Vec<TimelineJson<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    suppression: Option<&'a Suppression>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    baseline_state: Option<BaselineState>,
 }
 
 impl<'a> FindingJson<'a> {
@@ -201,6 +270,7 @@ impl<'a> FindingJson<'a> {
             message: &f.message,
             task_id: f.task_id.as_deref(),
             agent: f.agent.as_deref(),
+            session_id: f.session_id.as_deref(),
             event_ids: &f.event_ids,
             locations: f
                 .locations
@@ -225,6 +295,8 @@ impl<'a> FindingJson<'a> {
                     line: t.line,
                 })
                 .collect(),
+            suppression: f.suppression.as_ref(),
+            baseline_state: f.baseline_state,
         }
     }
 }

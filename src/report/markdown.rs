@@ -2,7 +2,9 @@
 //! Every log-derived value goes through `md` so it renders as the literal
 //! text it is: no table breaks, no emphasis, no links, no embedded HTML.
 
-use super::{clean, file_line, identity_holds, identity_word, top_tasks};
+use super::{
+    clean, file_line, finding_state, gate_notes, identity_holds, identity_word, top_tasks, verdict,
+};
 use crate::finding::{Finding, InputSummary, Report, Severity, fmt_instant};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
@@ -12,6 +14,15 @@ pub(super) fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "# {} audit report", md(&report.tool))?;
     writeln!(out)?;
     writeln!(out, "{} {}", md(&report.tool), md(&report.version))?;
+    writeln!(out)?;
+    writeln!(out, "**Verdict:** {}", md(&verdict(report)))?;
+    let notes = gate_notes(report);
+    if !notes.is_empty() {
+        writeln!(out)?;
+    }
+    for note in &notes {
+        writeln!(out, "- {}", md(note))?;
+    }
     inputs(report, out)?;
     writeln!(out, "## Span")?;
     writeln!(out)?;
@@ -155,6 +166,19 @@ fn findings(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out)?;
         finding(n, &f, out)?;
     }
+    if let Some(b) = report
+        .gate
+        .baseline
+        .as_ref()
+        .filter(|b| !b.absent.is_empty())
+    {
+        writeln!(out)?;
+        writeln!(out, "## Absent since the baseline (fixed)")?;
+        for (n, f) in b.absent.iter().enumerate() {
+            writeln!(out)?;
+            finding(n + 1, f, out)?;
+        }
+    }
     Ok(())
 }
 
@@ -190,6 +214,9 @@ fn finding(n: usize, f: &Finding, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "{pad}- Locations: {}", locs.join("; "))?;
     }
     writeln!(out, "{pad}- Fingerprint: {}", md(&f.fingerprint))?;
+    for state in finding_state(f) {
+        writeln!(out, "{pad}- {}", md(&state))?;
+    }
     if f.timeline.is_empty() {
         return Ok(());
     }

@@ -5,6 +5,7 @@
 pub(crate) mod html;
 mod json;
 mod jsonl;
+mod junit;
 mod markdown;
 mod sarif;
 mod text;
@@ -26,20 +27,20 @@ fn unlisted_note(total: &crate::InputSummary) -> String {
 }
 
 /// An output format of `hvaudit audit`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     Text,
     Json,
     Jsonl,
+    #[value(name = "md", alias = "markdown")]
     Markdown,
     Html,
     Sarif,
+    /// JUnit XML: one test case per rule, its findings as the failure.
+    Junit,
 }
 
 impl Format {
-    /// The accepted names, for help and error messages.
-    pub const NAMES: &'static str = "text, json, jsonl, md (markdown), html, sarif";
-
     pub fn as_str(self) -> &'static str {
         match self {
             Format::Text => "text",
@@ -48,6 +49,7 @@ impl Format {
             Format::Markdown => "md",
             Format::Html => "html",
             Format::Sarif => "sarif",
+            Format::Junit => "junit",
         }
     }
 }
@@ -61,18 +63,25 @@ impl fmt::Display for Format {
 impl FromStr for Format {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "text" => Ok(Format::Text),
-            "json" => Ok(Format::Json),
-            "jsonl" => Ok(Format::Jsonl),
-            "md" | "markdown" => Ok(Format::Markdown),
-            "html" => Ok(Format::Html),
-            "sarif" => Ok(Format::Sarif),
-            other => Err(format!(
-                "unknown report format '{other}'; use one of {}",
-                Format::NAMES
-            )),
-        }
+        use clap::ValueEnum;
+        <Format as ValueEnum>::from_str(s.trim(), true).map_err(|_| {
+            // Each name with its aliases: "md (markdown)".
+            let names: Vec<String> = Format::value_variants()
+                .iter()
+                .filter_map(|f| f.to_possible_value())
+                .map(|v| {
+                    let aliases: Vec<&str> = v.get_name_and_aliases().skip(1).collect();
+                    match aliases.as_slice() {
+                        [] => v.get_name().to_string(),
+                        more => format!("{} ({})", v.get_name(), more.join(", ")),
+                    }
+                })
+                .collect();
+            format!(
+                "unknown report format '{s}'; use one of {}",
+                names.join(", ")
+            )
+        })
     }
 }
 
@@ -86,9 +95,97 @@ pub fn render(report: &Report, format: Format, out: &mut dyn Write) -> anyhow::R
         Format::Markdown => markdown::render(report, out)?,
         Format::Html => html::render(report, out)?,
         Format::Sarif => sarif::render(report, out)?,
+        Format::Junit => junit::render(report, out)?,
     }
     out.flush()?;
     Ok(())
+}
+
+/// The gate's verdict in one sentence: passed or failed, and why.
+fn verdict(report: &Report) -> String {
+    let Some(level) = report.gate.fail_on else {
+        return "not gated: findings never fail the run (--fail-on none)".into();
+    };
+    let (among, option) = if report.gate.new_only {
+        (" new", "--fail-on-new")
+    } else {
+        ("", "--fail-on")
+    };
+    let suppressed = match report.suppressed() {
+        0 => String::new(),
+        n => format!("; {n} suppressed finding(s) not counted"),
+    };
+    match report.failing() {
+        0 => {
+            format!("PASSED: no{among} finding at or above {level} ({option} {level}){suppressed}")
+        }
+        n => format!(
+            "FAILED: {n}{among} finding(s) at or above {level} ({option} {level}){suppressed}"
+        ),
+    }
+}
+
+/// The gate's notes beside the verdict: no events, the suppression file
+/// and its expired or unused entries, the baseline's counts. Plain text;
+/// each renderer escapes it its own way.
+fn gate_notes(report: &Report) -> Vec<String> {
+    let mut notes = Vec::new();
+    if report.no_events() {
+        notes.push("No events: the inputs hold no events, so nothing was audited.".into());
+    }
+    if let Some(s) = &report.gate.suppressions {
+        notes.push(format!(
+            "Suppressions from {}: {} finding(s) suppressed by {} entries.",
+            s.file,
+            report.suppressed(),
+            s.entries.len()
+        ));
+        for e in &s.entries {
+            if e.expired {
+                notes.push(format!(
+                    "Suppression entry {} ({}) expired on {}: it suppresses nothing now.",
+                    e.entry,
+                    e.matches,
+                    e.expires.as_deref().unwrap_or_default()
+                ));
+            } else if e.suppressed == 0 {
+                notes.push(format!(
+                    "Suppression entry {} ({}) matched no finding (unused).",
+                    e.entry, e.matches
+                ));
+            }
+        }
+    }
+    if let Some(b) = &report.gate.baseline {
+        notes.push(format!(
+            "Against the baseline {}: {} new, {} unchanged, {} absent (fixed).",
+            b.file,
+            b.new,
+            b.unchanged,
+            b.absent.len()
+        ));
+    }
+    notes
+}
+
+/// A finding's gate state in words: suppressed (with the entry's reason,
+/// owner and expiry) and its baseline state; empty when neither applies.
+fn finding_state(f: &crate::Finding) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(s) = &f.suppression {
+        let mut said = format!("suppressed by entry {}: {}", s.entry, s.reason);
+        if let Some(o) = &s.owner {
+            said.push_str(&format!(" (owner {o})"));
+        }
+        if let Some(e) = &s.expires {
+            said.push_str(&format!(" (until {e})"));
+        }
+        out.push(said);
+    }
+    if let Some(b) = f.baseline_state {
+        out.push(format!("baseline: {}", b.as_str()));
+    }
+    out
 }
 
 /// How many tasks the "top tasks" tables list.

@@ -15,7 +15,8 @@ use std::io::Write;
 const SCHEMA: &str =
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json";
 /// partialFingerprints key; bump the version if `Finding::fingerprint` changes.
-const FINGERPRINT_KEY: &str = "hvaudit/v1";
+/// v2: the fingerprint no longer depends on file names and line numbers.
+const FINGERPRINT_KEY: &str = "hvaudit/v2";
 
 pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()> {
     let index: BTreeMap<&str, usize> = report
@@ -43,6 +44,7 @@ pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()>
                 }),
             ),
             ("unresolvedBasis", json!(report.unresolved_basis)),
+            ("verdict", json!(super::verdict(report))),
         ]))
         .build();
     let log = sarif::Sarif::builder()
@@ -59,6 +61,13 @@ pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()>
     };
     let results = Results {
         findings: &report.findings,
+        absent: report
+            .gate
+            .baseline
+            .as_ref()
+            .map(|b| b.absent.as_slice())
+            .unwrap_or_default(),
+        suppressing: report.gate.suppressions.is_some(),
         index: &index,
     };
     let run = WithEntry {
@@ -104,17 +113,32 @@ impl<T: Serialize> Serialize for WithEntry<'_, T> {
     }
 }
 
-/// The run's results, each built from its finding as it is written.
+/// The run's results, each built from its finding as it is written, then
+/// the baseline's findings that are gone (baselineState "absent").
 struct Results<'a> {
     findings: &'a Findings,
+    absent: &'a [Finding],
+    /// A suppression file applied: results it did not suppress say so with
+    /// an empty `suppressions` list.
+    suppressing: bool,
     index: &'a BTreeMap<&'a str, usize>,
 }
 
 impl Serialize for Results<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.findings.len()))?;
+        let mut seq = s.serialize_seq(Some(self.findings.len() + self.absent.len()))?;
+        let one = |f: &Finding| {
+            let mut r = result(f, self.index.get(f.rule.as_str()).copied());
+            if self.suppressing && r.suppressions.is_none() {
+                r.suppressions = Some(Vec::new());
+            }
+            r
+        };
         for f in self.findings {
-            seq.serialize_element(&result(&f, self.index.get(f.rule.as_str()).copied()))?;
+            seq.serialize_element(&one(&f))?;
+        }
+        for f in self.absent {
+            seq.serialize_element(&one(f))?;
         }
         seq.end()
     }
@@ -176,6 +200,20 @@ fn result(f: &Finding, rule_index: Option<usize>) -> sarif::Result {
     // index rather than a wrong one.
     res.rule_index = rule_index.and_then(|i| i64::try_from(i).ok());
     res.code_flows = timeline(f).map(|c| vec![c]);
+    res.baseline_state = f.baseline_state.map(|b| json!(b.as_str()));
+    res.suppressions = f.suppression.as_ref().map(|s| {
+        let mut said = sarif::Suppression::builder()
+            .kind(json!("external"))
+            .status(json!("accepted"))
+            .justification(s.reason.as_str())
+            .build();
+        said.properties = Some(bag([
+            ("entry", json!(s.entry)),
+            ("owner", json!(s.owner)),
+            ("expires", json!(s.expires)),
+        ]));
+        vec![said]
+    });
     res
 }
 
@@ -269,6 +307,19 @@ fn invocation(report: &Report) -> sarif::Invocation {
                 .level(json!("error"))
                 .build(),
         )
+    }));
+    // The gate's notes: no events read, suppression entries expired or
+    // unused, the baseline's counts.
+    notes.extend(super::gate_notes(report).into_iter().map(|n| {
+        let level = if n.starts_with("No events") || n.contains("expired") {
+            "warning"
+        } else {
+            "note"
+        };
+        sarif::Notification::builder()
+            .message(super::clean(&n).as_ref())
+            .level(json!(level))
+            .build()
     }));
     let t = report.totals();
     sarif::Invocation::builder()

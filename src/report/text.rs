@@ -2,7 +2,10 @@
 //! through `clean` so a hostile log cannot emit terminal control codes; the
 //! only escape sequences written are our own colors, and only when asked.
 
-use super::{clean, file_line, identity_holds, identity_word, top_agents, top_tasks};
+use super::{
+    clean, file_line, finding_state, gate_notes, identity_holds, identity_word, top_agents,
+    top_tasks, verdict,
+};
 use crate::finding::{Finding, InputSummary, Report, Severity, fmt_instant};
 use chrono::{DateTime, Utc};
 use std::io::{self, Write};
@@ -41,6 +44,21 @@ pub fn render_text(report: &Report, opts: &TextOptions, out: &mut dyn Write) -> 
     for f in report.findings.iter() {
         finding(&f, st, out)?;
     }
+    if let Some(b) = report
+        .gate
+        .baseline
+        .as_ref()
+        .filter(|b| !b.absent.is_empty())
+    {
+        writeln!(out)?;
+        writeln!(out, "{}", st.bold("Absent since the baseline (fixed)"))?;
+        for f in &b.absent {
+            finding(f, st, out)?;
+        }
+    }
+    // The verdict again at the end, where a long report is read last.
+    writeln!(out)?;
+    writeln!(out, "{}", st.bold(&clean(&verdict(report))))?;
     Ok(())
 }
 
@@ -154,6 +172,10 @@ fn counts(report: &Report, st: Style, out: &mut dyn Write) -> io::Result<()> {
         report.findings.len(),
         by_sev.join(", ")
     )?;
+    writeln!(out, "Verdict: {}", clean(&verdict(report)))?;
+    for note in gate_notes(report) {
+        writeln!(out, "  {}", clean(&note))?;
+    }
     let sections: [(&str, Vec<(String, usize)>); 4] = [
         ("By family", report.counts_by(|f| Some(f.family))),
         ("By rule", report.counts_by(|f| Some(f.rule))),
@@ -201,6 +223,9 @@ fn finding(f: &Finding, st: Style, out: &mut dyn Write) -> io::Result<()> {
         }
     }
     writeln!(out, "  fingerprint: {}", clean(&f.fingerprint))?;
+    for state in finding_state(f) {
+        writeln!(out, "  {}", clean(&state))?;
+    }
     if f.timeline.is_empty() {
         return Ok(());
     }

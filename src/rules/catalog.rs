@@ -24,6 +24,18 @@ pub struct Rule {
     pub meta: RuleMeta,
     pub file: String,
     pub sql: String,
+    /// A severity set by the configuration: it wins over the one the rule
+    /// gives per row.
+    pub forced_severity: Option<Severity>,
+}
+
+/// A configuration entry for the rules whose id matches `pattern`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleOverride {
+    pub pattern: String,
+    pub severity: Option<Severity>,
+    /// false: the rules do not run.
+    pub enabled: bool,
 }
 
 /// All views (by file name; each registers after the views it reads) and
@@ -113,19 +125,103 @@ impl Catalog {
         self.rules.sort_by(|a, b| a.meta.id.cmp(&b.meta.id));
     }
 
-    /// Keep only rules whose id matches the glob (e.g. "orphan.*").
-    pub fn select(&mut self, pattern: &str) -> Result<(), String> {
-        let pats: Vec<glob::Pattern> = pattern
-            .split(',')
-            .map(|p| glob::Pattern::new(p.trim()))
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("bad --rules pattern {pattern:?}: {e}"))?;
-        self.rules
-            .retain(|r| pats.iter().any(|p| p.matches(&r.meta.id)));
+    /// Keep the rules `--rules` and `--exclude-rules` select: ids matching
+    /// an include glob (all when there is none) and no exclude glob (`-GLOB`
+    /// in `include`, or any glob of `exclude`). A glob that matches no rule
+    /// is an error: a typo must not pass as a smaller rule set.
+    pub fn select(&mut self, include: Option<&str>, exclude: Option<&str>) -> Result<(), String> {
+        let mut takes = Vec::new();
+        let mut leaves = Vec::new();
+        let items = |list: Option<&str>| {
+            list.unwrap_or_default()
+                .split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        for item in items(include) {
+            match item.strip_prefix('-') {
+                Some(left_out) => leaves.push(("--rules", left_out.trim().to_string())),
+                None => takes.push(("--rules", item)),
+            }
+        }
+        leaves.extend(items(exclude).into_iter().map(|p| ("--exclude-rules", p)));
+        let takes = self.patterns(&takes)?;
+        let leaves = self.patterns(&leaves)?;
+        self.rules.retain(|r| {
+            (takes.is_empty() || takes.iter().any(|p| p.matches(&r.meta.id)))
+                && !leaves.iter().any(|p| p.matches(&r.meta.id))
+        });
         if self.rules.is_empty() {
             return Err(format!(
-                "--rules {pattern:?} matches no rule; see `hvaudit rules list`"
+                "the rule selection (--rules {:?}{}) leaves no rule to run; see `hvaudit rules list`",
+                include.unwrap_or("*"),
+                exclude
+                    .map(|e| format!(", --exclude-rules {e:?}"))
+                    .unwrap_or_default()
             ));
+        }
+        Ok(())
+    }
+
+    /// The globs `(option, text)`, each checked to match at least one rule.
+    fn patterns(&self, globs: &[(&str, String)]) -> Result<Vec<glob::Pattern>, String> {
+        globs
+            .iter()
+            .map(|(option, text)| {
+                let p = glob::Pattern::new(text)
+                    .map_err(|e| format!("bad {option} pattern {text:?}: {e}"))?;
+                if !self.rules.iter().any(|r| p.matches(&r.meta.id)) {
+                    return Err(format!(
+                        "{option} pattern {text:?} matches no rule; rule ids are FAMILY.NAME with \
+                         the families {}; see `hvaudit rules list`",
+                        self.families().join(", ")
+                    ));
+                }
+                Ok(p)
+            })
+            .collect()
+    }
+
+    /// The rule families, sorted.
+    pub fn families(&self) -> Vec<&str> {
+        let mut f: Vec<&str> = self.rules.iter().map(|r| r.meta.family.as_str()).collect();
+        f.sort_unstable();
+        f.dedup();
+        f
+    }
+
+    /// Apply the configuration's rule entries, in order: a severity for
+    /// every rule a pattern matches, or leave the rules out. A pattern that
+    /// matches no rule is an error. Patterns are checked against every
+    /// rule: call it before `select`; the rules left out are removed after.
+    pub fn apply_overrides(
+        &mut self,
+        overrides: &[RuleOverride],
+        then_select: impl FnOnce(&mut Catalog) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let mut disabled = Vec::new();
+        for o in overrides {
+            let option = format!("[rules.{:?}] of the configuration", o.pattern);
+            let p = self
+                .patterns(&[(option.as_str(), o.pattern.clone())])?
+                .remove(0);
+            for r in self.rules.iter_mut().filter(|r| p.matches(&r.meta.id)) {
+                if let Some(s) = o.severity {
+                    r.meta.severity = s;
+                    r.forced_severity = Some(s);
+                }
+            }
+            if !o.enabled {
+                disabled.push(p);
+            }
+        }
+        then_select(self)?;
+        self.rules
+            .retain(|r| !disabled.iter().any(|p| p.matches(&r.meta.id)));
+        if self.rules.is_empty() {
+            return Err("the configuration's [rules] entries leave no selected rule to run".into());
         }
         Ok(())
     }
@@ -250,6 +346,7 @@ pub fn parse_rule(file: &str, text: &str) -> Result<Rule, FileError> {
         return Err(err(format!("file name should be {id}.sql to match its id")));
     }
     Ok(Rule {
+        forced_severity: None,
         meta: RuleMeta {
             family: get("family")?,
             summary: get("summary")?,

@@ -457,6 +457,7 @@ fn add_rows(
     };
     for r in 0..b.num_rows() {
         let sev = match &severity {
+            _ if rule.forced_severity.is_some() => rule.meta.severity,
             Some(s) if !s.is_null(r) => s.value(r).parse().map_err(DataFusionError::Plan)?,
             _ => rule.meta.severity,
         };
@@ -520,8 +521,9 @@ async fn resolve(
 /// row groups and stays small on a cluster); more are picked out of one scan.
 const IN_LIST_SEQS: usize = 4096;
 
-/// Fetch id, type, task, file, line and instant for the wanted seqs from
-/// `events` and `bad_lines`.
+/// Fetch id, type, task, file, line, instant, agent, session and content
+/// (an event's version, a rejected line's reason and text) for the wanted
+/// seqs from `events` and `bad_lines`.
 async fn lookup(
     ctx: &SessionContext,
     places: &mut Places,
@@ -547,9 +549,11 @@ async fn lookup(
         )
     };
     let sql = format!(
-        "SELECT seq, id, type, task_id, src_file, src_line, created_us, source FROM events {filter} \
+        "SELECT seq, id, type, task_id, src_file, src_line, created_us, source, session_id, \
+         CAST(version AS VARCHAR) FROM events {filter} \
          UNION ALL SELECT seq, id, type, CAST(NULL AS VARCHAR), src_file, src_line, CAST(NULL AS BIGINT), \
-         CAST(NULL AS VARCHAR) FROM bad_lines {filter}"
+         CAST(NULL AS VARCHAR), CAST(NULL AS VARCHAR), concat(reason, chr(10), excerpt) \
+         FROM bad_lines {filter}"
     );
     let mut batches = ctx.sql(&sql).await?.execute_stream().await?;
     while let Some(b) = batches.next().await {
@@ -589,7 +593,7 @@ fn add_places(
             .as_string::<i32>()
             .clone())
     };
-    let (seq, id, ty, task, file, line, us, source) = (
+    let (seq, id, ty, task, file, line, us, source, session, content) = (
         i64s(0)?,
         strs(1)?,
         strs(2)?,
@@ -598,11 +602,19 @@ fn add_places(
         i64s(5)?,
         i64s(6)?,
         strs(7)?,
+        strs(8)?,
+        strs(9)?,
     );
     for r in 0..b.num_rows() {
         places.offer(seq.value(r), || Place {
             id: text(&id, r).map(Box::from),
             source: text(&source, r).map(|s| strings.get(s)),
+            session_id: text(&session, r).map(|s| strings.get(s)),
+            // The instant seeds the digest of the text (0 for a rejected line).
+            content: xxhash_rust::xxh3::xxh3_64_with_seed(
+                text(&content, r).unwrap_or_default().as_bytes(),
+                if us.is_null(r) { 0 } else { us.value(r) as u64 },
+            ),
             event_type: strings.get(text(&ty, r).unwrap_or_default()),
             task_id: text(&task, r).map(|s| strings.get(s)),
             file: strings.get(file.value(r)),

@@ -294,13 +294,20 @@ fn unreadable_entries_loops_and_empty_directories_are_skipped_and_named() {
         "{stderr}"
     );
 
-    // An empty directory is no error, and is said to be empty.
-    let none = read_with(std::slice::from_ref(&empty), &IngestOptions::default());
+    // An empty directory is an error (a gate must not pass on nothing),
+    // unless allowed; then it is said to be empty.
+    let (_, _, stderr) = run_ok(&[os("audit"), empty.as_os_str()], &[2]);
+    assert!(stderr.contains("holds no log file"), "{stderr}");
+    let allowed = IngestOptions {
+        allow_empty: true,
+        ..Default::default()
+    };
+    let none = read_with(std::slice::from_ref(&empty), &allowed);
     assert_eq!(none.total().lines, 0);
     assert!(none.skipped[0].reason.contains("no log files"));
-    let (_, stdout, stderr) = run_ok(&[os("audit"), empty.as_os_str()], &[0]);
+    let (_, stdout, stderr) = run_ok(&[os("audit"), os("--allow-empty"), empty.as_os_str()], &[0]);
     assert!(stderr.contains("no log files"), "{stderr}");
-    assert!(stdout.contains("none"), "{stdout}");
+    assert!(stdout.contains("No events"), "{stdout}");
 
     // Paths named on the command line that cannot be used: exit 2, and why.
     for (name, why) in [
