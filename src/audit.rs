@@ -269,7 +269,8 @@ fn humanize(d: &std::time::Duration) -> String {
     }
 }
 
-fn skipped_input(s: &crate::ingest::inputs::Skipped) -> InputSummary {
+/// A path a walk skipped, as the reports list it among the inputs.
+pub(crate) fn skipped_input(s: &crate::ingest::inputs::Skipped) -> InputSummary {
     InputSummary {
         path: s.path.clone(),
         format: "skipped".into(),

@@ -36,7 +36,9 @@ pub fn install() {
                 if let Some(sig) = signals.forever().next() {
                     let temps = registry();
                     for p in temps.iter() {
-                        let _ = std::fs::remove_file(p);
+                        if std::fs::remove_file(p).is_err() {
+                            let _ = std::fs::remove_dir_all(p);
+                        }
                     }
                     // Still holding the lock: no new temp file can appear.
                     std::process::exit(128 + sig);
@@ -179,7 +181,46 @@ pub struct Stale {
     pub kept: Vec<PathBuf>,
 }
 
-/// Remove the `.hvaudit-*.tmp` files directly in `dir` that a process of
+/// A `.hvaudit-*.tmp` directory of scratch files (an audit's converted
+/// log) that an interrupt removes with its content, as does dropping it.
+pub struct TempDir {
+    dir: Option<tempfile::TempDir>,
+}
+
+/// Create a registered scratch directory in `dir`, named as temp files are.
+pub fn temp_dir_in(dir: &Path) -> io::Result<TempDir> {
+    install();
+    let mut temps = registry();
+    let made = tempfile::Builder::new()
+        .prefix(&format!(
+            "{TEMP_PREFIX}{}-{}-",
+            host_tag(),
+            std::process::id()
+        ))
+        .suffix(".tmp")
+        .tempdir_in(dir)?;
+    temps.push(made.path().to_path_buf());
+    Ok(TempDir { dir: Some(made) })
+}
+
+impl TempDir {
+    pub fn path(&self) -> &Path {
+        self.dir.as_ref().expect("temp dir present").path()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let mut temps = registry();
+        if let Some(d) = self.dir.take() {
+            let path = d.path().to_path_buf();
+            drop(d); // removes it with its content
+            unregister(&mut temps, &path);
+        }
+    }
+}
+
+/// Remove the `.hvaudit-*.tmp` files (and scratch directories) directly in `dir` that a process of
 /// this host left and that no longer runs (SIGKILL, a power cut: nothing
 /// could clean up). Those of other hosts (shared storage) are kept and
 /// listed.
@@ -197,7 +238,7 @@ pub fn sweep_stale(dir: &Path) -> Stale {
             .unwrap_or_default()
             .to_string_lossy()
             .into_owned();
-        if !(name.starts_with(TEMP_PREFIX) && name.ends_with(".tmp") && path.is_file()) {
+        if !(name.starts_with(TEMP_PREFIX) && name.ends_with(".tmp")) {
             continue;
         }
         let pid = name
@@ -208,7 +249,12 @@ pub fn sweep_stale(dir: &Path) -> Stale {
             Some(pid) if pid == std::process::id() => {}
             Some(pid) if Path::new(&format!("/proc/{pid}")).exists() => {}
             Some(_) => {
-                if std::fs::remove_file(&path).is_ok() {
+                let removed = if path.is_dir() {
+                    std::fs::remove_dir_all(&path)
+                } else {
+                    std::fs::remove_file(&path)
+                };
+                if removed.is_ok() {
                     out.removed.push(path);
                 }
             }

@@ -18,6 +18,7 @@ mod report;
 mod roundtrip;
 mod rules_flow;
 mod rules_shape;
+mod spill;
 mod sql_output;
 mod synth;
 mod user_rules;

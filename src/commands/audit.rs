@@ -4,6 +4,7 @@ use crate::audit::{AuditConfig, audit_in_place, audit_ingested, block_on};
 use crate::cli::AuditArgs;
 use crate::config::Config;
 use crate::gate::{GateOptions, baseline::Baseline, suppressions::Suppressions};
+use crate::ingest::inputs;
 use crate::output::write_output;
 use crate::report;
 use crate::rules::catalog::Catalog;
@@ -58,8 +59,32 @@ pub fn run(args: AuditArgs, config: &Config, quiet: bool) -> anyhow::Result<u8> 
         None => {
             let outputs: Vec<(&str, &std::path::Path)> =
                 args.output.iter().map(|p| ("-o", p.as_path())).collect();
-            let ingested = super::load(&args.input, quiet, &outputs, super::MAX_BAD_LINES)?;
-            block_on(audit_ingested(&cfg, &catalog, &ingested))?
+            let (found, skipped) = inputs::expand(&args.input.paths, args.input.allow_empty)?;
+            let limit = args.input.memory_limit;
+            match (limit, super::table_estimate(&found)) {
+                // Half the limit for the table, half for the query engine.
+                (Some(limit), estimate) if estimate.is_none_or(|e| e > limit / 2) => {
+                    let how = Spilled {
+                        input: &args.input,
+                        outputs: &outputs,
+                        estimate,
+                        limit,
+                    };
+                    audit_spilled(&cfg, &catalog, found, skipped, how, quiet)?
+                }
+                _ => {
+                    let ingested = super::load_found(
+                        &args.input,
+                        found,
+                        skipped,
+                        quiet,
+                        &outputs,
+                        super::MAX_BAD_LINES,
+                        None,
+                    )?;
+                    block_on(audit_ingested(&cfg, &catalog, &ingested))?
+                }
+            }
         }
     };
     crate::gate::apply(&mut report, gate_options);
@@ -102,6 +127,74 @@ pub fn run(args: AuditArgs, config: &Config, quiet: bool) -> anyhow::Result<u8> 
         return Ok(1);
     }
     Ok(u8::from(report.failing() > 0))
+}
+
+/// Why and how a loaded audit goes through Parquet on disk.
+struct Spilled<'a> {
+    input: &'a crate::cli::InputArgs,
+    outputs: &'a [(&'a str, &'a std::path::Path)],
+    /// The loaded table's estimated bytes (None: a stream of unknown size).
+    estimate: Option<u64>,
+    limit: u64,
+}
+
+/// Audit logs whose loaded table would not fit the memory limit: read them
+/// with their rows spilled, write them as `convert` does into a scratch
+/// directory in the spill directory, and audit that in place. The report is
+/// the loaded audit's: the same findings, and the accounting of the inputs
+/// as read (not of the scratch files). The scratch directory is removed
+/// at the end, also on an error or an interrupt.
+fn audit_spilled(
+    cfg: &AuditConfig,
+    catalog: &Catalog,
+    found: Vec<inputs::Input>,
+    skipped: Vec<inputs::Skipped>,
+    how: Spilled,
+    quiet: bool,
+) -> anyhow::Result<crate::Report> {
+    let parent = cfg.spill_dir_or_default();
+    super::report_stale(&parent, quiet, false);
+    let scratch = crate::signals::temp_dir_in(&parent).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot make a scratch directory in {}: {e}; choose another with --spill-dir",
+            inputs::shown_path(&parent)
+        )
+    })?;
+    if !quiet {
+        let size = how
+            .estimate
+            .map(|e| format!("about {} MiB", e >> 20))
+            .unwrap_or_else(|| "of unknown size (a stream)".into());
+        eprintln!(
+            "hvaudit: the loaded table ({size}) would not fit --memory-limit {} MiB: \
+             reading it to {} and auditing it there",
+            how.limit >> 20,
+            inputs::shown_path(scratch.path())
+        );
+    }
+    let mut ingested = super::load_found(
+        how.input,
+        found,
+        skipped,
+        quiet,
+        how.outputs,
+        super::MAX_BAD_LINES,
+        Some(scratch.path().to_path_buf()),
+    )?;
+    let tables = scratch.path().join("tables");
+    std::fs::create_dir_all(&tables)?;
+    super::convert::write_tables(&mut ingested, &tables, false, 0)?;
+    let in_place = AuditConfig {
+        inputs: vec![tables],
+        allow_empty: true,
+        ..cfg.clone()
+    };
+    let mut report = block_on(audit_in_place(&in_place, catalog))?;
+    report.inputs = ingested.inputs.clone();
+    report
+        .inputs
+        .extend(ingested.skipped.iter().map(crate::audit::skipped_input));
+    Ok(report)
 }
 
 /// The gate's lines of the stderr summary: suppressed, new, absent.

@@ -25,87 +25,193 @@ const ROW_GROUP_ROWS: usize = 128 * 1024;
 
 pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
     crate::signals::install();
-    // The archive keeps every rejected line unless told otherwise.
-    let outputs = [("-o", args.output.as_path())];
-    let mut ingested = super::load(&args.input, quiet, &outputs, usize::MAX)?;
-    if args.shard > 0 {
-        shift_seqs(&mut ingested, args.shard)?;
-    }
-    let run_id = run_id();
     let out = &args.output;
     let single = out.extension().is_some_and(|x| x == "parquet");
-    let mut plan: Vec<(PathBuf, &'static str, SchemaRef, Vec<RecordBatch>)> = Vec::new();
-    if single {
-        plan.push((
-            out.clone(),
-            "events",
-            EVENTS.clone(),
-            ingested.events.clone(),
-        ));
-        let stem = out.file_stem().unwrap_or_default().to_string_lossy();
-        if !ingested.evidence.is_empty() {
-            plan.push((
-                out.with_file_name(format!("{stem}.evidence.parquet")),
-                "evidence",
-                EVIDENCE.clone(),
-                ingested.evidence.clone(),
-            ));
-        }
-        if !ingested.bad_lines.is_empty() {
-            plan.push((
-                out.with_file_name(format!("{stem}.bad_lines.parquet")),
-                "bad_lines",
-                BAD_LINES.clone(),
-                ingested.bad_lines.clone(),
-            ));
-        }
+    let out_dir = if single {
+        out.parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_path_buf()
     } else {
-        std::fs::create_dir_all(out).map_err(|e| {
-            anyhow::anyhow!(
-                "cannot create {}: {e}; pass a writable directory or a FILE.parquet",
-                out.display()
-            )
-        })?;
-        for (day, batches) in split_by_day(&ingested.events)? {
-            let dir = out.join("events").join(format!("day={day}"));
-            plan.push((
-                dir.join(format!("events-{run_id}.parquet")),
-                "events",
-                EVENTS.clone(),
-                batches,
-            ));
-        }
-        if !ingested.evidence.is_empty() {
-            plan.push((
-                out.join("evidence")
-                    .join(format!("evidence-{run_id}.parquet")),
-                "evidence",
-                EVIDENCE.clone(),
-                ingested.evidence.clone(),
-            ));
-        }
-        if !ingested.bad_lines.is_empty() {
-            let path = out
-                .join("bad_lines")
-                .join(format!("bad_lines-{run_id}.parquet"));
-            plan.push((
-                path,
-                "bad_lines",
-                BAD_LINES.clone(),
-                ingested.bad_lines.clone(),
-            ));
-        }
-    }
+        out.clone()
+    };
+    std::fs::create_dir_all(&out_dir).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot create {}: {e}; pass a writable directory or a FILE.parquet",
+            out_dir.display()
+        )
+    })?;
     sweep(out, single, quiet);
-    write_all(&plan, &run_id)?;
+    // Under a memory limit the rows are spilled as they are read (to
+    // --spill-dir, else beside the output, which must hold them anyway),
+    // and memory holds the redelivery table, not the log.
+    let spill = args.input.memory_limit.map(|_| {
+        args.input
+            .spill_dir
+            .clone()
+            .unwrap_or_else(|| out_dir.clone())
+    });
+    // The archive keeps every rejected line unless told otherwise.
+    let outputs = [("-o", args.output.as_path())];
+    let mut ingested = super::load_with(&args.input, quiet, &outputs, usize::MAX, spill)?;
+    let written = write_tables(&mut ingested, out, single, args.shard)?;
     if !quiet {
         eprintln!(
-            "hvaudit: wrote {} Parquet file(s) to {}",
-            plan.len(),
+            "hvaudit: wrote {written} Parquet file(s) to {}",
             out.display()
         );
     }
     Ok(0)
+}
+
+/// Write the ingested tables as `convert` lays them out (`out` a directory,
+/// or a FILE.parquet when `single`), spilled rows read back a group at a
+/// time; how many files. Nothing is in place until every file is complete.
+pub(super) fn write_tables(
+    ingested: &mut crate::ingest::Ingested,
+    out: &Path,
+    single: bool,
+    shard: u16,
+) -> anyhow::Result<usize> {
+    let run_id = run_id();
+    let path_for = |table: &str, day: Option<&str>| -> PathBuf {
+        match (single, table, day) {
+            (true, "events", _) => out.to_path_buf(),
+            (true, _, _) => {
+                let stem = out.file_stem().unwrap_or_default().to_string_lossy();
+                out.with_file_name(format!("{stem}.{table}.parquet"))
+            }
+            (false, "events", Some(day)) => out
+                .join("events")
+                .join(format!("day={day}"))
+                .join(format!("events-{run_id}.parquet")),
+            (false, _, _) => out.join(table).join(format!("{table}-{run_id}.parquet")),
+        }
+    };
+    let mut files = Files::new(&run_id);
+    let write_events = |files: &mut Files, mut batches: Vec<RecordBatch>| -> anyhow::Result<()> {
+        shift_seqs(&mut batches, "seq", shard)?;
+        if single {
+            for b in &batches {
+                files.write(path_for("events", None), "events", &EVENTS, b)?;
+            }
+            return Ok(());
+        }
+        for (day, parts) in split_by_day(&batches)? {
+            for b in &parts {
+                files.write(path_for("events", Some(&day)), "events", &EVENTS, b)?;
+            }
+        }
+        Ok(())
+    };
+    let write_evidence = |files: &mut Files, mut batches: Vec<RecordBatch>| -> anyhow::Result<()> {
+        shift_seqs(&mut batches, "event_seq", shard)?;
+        for b in batches.iter().filter(|b| b.num_rows() > 0) {
+            files.write(path_for("evidence", None), "evidence", &EVIDENCE, b)?;
+        }
+        Ok(())
+    };
+    write_events(&mut files, std::mem::take(&mut ingested.events))?;
+    write_evidence(&mut files, std::mem::take(&mut ingested.evidence))?;
+    // Spilled rows come back a group at a time, with their evidence.
+    let spill_failure = |e: std::io::Error| {
+        anyhow::anyhow!("cannot read back the event rows from the spill directory: {e}")
+    };
+    for group in std::mem::take(&mut ingested.spilled) {
+        let events = group.load().map_err(spill_failure)?;
+        let evidence = crate::ingest::evidence::explode(&events);
+        write_events(&mut files, vec![events])?;
+        write_evidence(&mut files, vec![evidence])?;
+    }
+    let mut bad_lines = std::mem::take(&mut ingested.bad_lines);
+    shift_seqs(&mut bad_lines, "seq", shard)?;
+    for b in bad_lines.iter().filter(|b| b.num_rows() > 0) {
+        files.write(path_for("bad_lines", None), "bad_lines", &BAD_LINES, b)?;
+    }
+    if single && !files.has(&path_for("events", None)) {
+        // A log without events still gives its (empty) events file.
+        files.write(
+            path_for("events", None),
+            "events",
+            &EVENTS,
+            &RecordBatch::new_empty(EVENTS.clone()),
+        )?;
+    }
+    files.finish()
+}
+/// The output files of a run, each written under a temp name as its rows
+/// come and renamed into place when all of them are complete.
+struct Files {
+    run_id: String,
+    open: BTreeMap<PathBuf, (crate::signals::Temp, ArrowWriter<std::fs::File>)>,
+}
+
+/// A file's row group is closed early past this many buffered bytes, so
+/// that many open files (one per day) stay small in memory.
+const ROW_GROUP_BYTES: usize = 64 << 20;
+
+impl Files {
+    fn new(run_id: &str) -> Files {
+        Files {
+            run_id: run_id.to_string(),
+            open: BTreeMap::new(),
+        }
+    }
+
+    fn has(&self, path: &Path) -> bool {
+        self.open.contains_key(path)
+    }
+
+    fn write(
+        &mut self,
+        path: PathBuf,
+        table: &str,
+        schema: &SchemaRef,
+        batch: &RecordBatch,
+    ) -> anyhow::Result<()> {
+        if !self.open.contains_key(&path) {
+            let dir = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            std::fs::create_dir_all(dir)?;
+            // Registered: an interrupt removes it (see signals.rs).
+            let tmp = crate::signals::temp_in(dir)?;
+            let props = WriterProperties::builder()
+                .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
+                .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+                .set_key_value_metadata(Some(vec![
+                    KeyValue::new(LAYOUT_KEY.into(), LAYOUT_VERSION.to_string()),
+                    KeyValue::new(TABLE_KEY.into(), table.to_string()),
+                    KeyValue::new(RUN_KEY.into(), self.run_id.clone()),
+                ]))
+                .build();
+            let w = ArrowWriter::try_new(tmp.reopen()?, schema.clone(), Some(props))?;
+            self.open.insert(path.clone(), (tmp, w));
+        }
+        let (_, w) = self.open.get_mut(&path).expect("opened above");
+        w.write(batch)?;
+        if w.in_progress_size() > ROW_GROUP_BYTES {
+            w.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Close every file and rename them all into place; how many.
+    fn finish(self) -> anyhow::Result<usize> {
+        let mut temps = Vec::new();
+        let mut paths = Vec::new();
+        for (path, (tmp, w)) in self.open {
+            w.close()?;
+            temps.push(tmp);
+            paths.push(path);
+        }
+        // Dropping an unpersisted temp file deletes it, so an error above
+        // leaves nothing behind; only a complete set is renamed into place.
+        // An interrupt during the renames waits for them (see signals.rs).
+        crate::signals::persist_all(temps.into_iter().zip(paths.iter().map(PathBuf::as_path)))?;
+        Ok(paths.len())
+    }
 }
 
 /// Remove what killed runs left where this one writes: the output file's
@@ -131,35 +237,34 @@ fn sweep(out: &Path, single: bool, quiet: bool) {
 /// Bits of a seq below the shard number: file index (12 bits) and line.
 const SHARD_SHIFT: u32 = 52;
 
-/// Put the shard number in the top bits of every seq (events, their
-/// evidence rows, bad lines), so shards converted apart never share one.
-fn shift_seqs(ing: &mut crate::ingest::Ingested, shard: u16) -> anyhow::Result<()> {
+/// Put the shard number in the top bits of every seq (`col`: events' and
+/// bad lines' `seq`, evidence rows' `event_seq`), so shards converted apart
+/// never share one.
+fn shift_seqs(batches: &mut [RecordBatch], col: &str, shard: u16) -> anyhow::Result<()> {
     use datafusion::arrow::array::Array;
+    if shard == 0 {
+        return Ok(());
+    }
     let offset = i64::from(shard) << SHARD_SHIFT;
-    let shift = |batches: &mut Vec<RecordBatch>, col: &str| -> anyhow::Result<()> {
-        for b in batches.iter_mut() {
-            let at = b.schema().index_of(col)?;
-            let old = b
-                .column(at)
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .expect("seq is Int64");
-            if old.values().iter().any(|v| *v >> SHARD_SHIFT != 0) {
-                anyhow::bail!(
-                    "--shard needs fewer than 4096 input files per run; convert the shard in parts, \
-                     each with its own --shard"
-                );
-            }
-            let new: Int64Array = old.values().iter().map(|v| v | offset).collect();
-            let mut cols = b.columns().to_vec();
-            cols[at] = std::sync::Arc::new(new);
-            *b = RecordBatch::try_new(b.schema(), cols)?;
+    for b in batches.iter_mut() {
+        let at = b.schema().index_of(col)?;
+        let old = b
+            .column(at)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .expect("seq is Int64");
+        if old.values().iter().any(|v| *v >> SHARD_SHIFT != 0) {
+            anyhow::bail!(
+                "--shard needs fewer than 4096 input files per run; convert the shard in parts, \
+                 each with its own --shard"
+            );
         }
-        Ok(())
-    };
-    shift(&mut ing.events, "seq")?;
-    shift(&mut ing.evidence, "event_seq")?;
-    shift(&mut ing.bad_lines, "seq")
+        let new: Int64Array = old.values().iter().map(|v| v | offset).collect();
+        let mut cols = b.columns().to_vec();
+        cols[at] = std::sync::Arc::new(new);
+        *b = RecordBatch::try_new(b.schema(), cols)?;
+    }
+    Ok(())
 }
 
 /// A name part unique across machines and runs: host, process and time.
@@ -193,41 +298,4 @@ fn split_by_day(batches: &[RecordBatch]) -> anyhow::Result<BTreeMap<String, Vec<
         }
     }
     Ok(days)
-}
-
-/// Write every planned file to a temp name, then rename them all.
-fn write_all(
-    plan: &[(PathBuf, &str, SchemaRef, Vec<RecordBatch>)],
-    run_id: &str,
-) -> anyhow::Result<()> {
-    let mut done: Vec<(crate::signals::Temp, &Path)> = Vec::new();
-    for (path, table, schema, batches) in plan {
-        let dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir)?;
-        // Registered: an interrupt removes it (see signals.rs).
-        let tmp = crate::signals::temp_in(dir)?;
-        let props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
-            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-            .set_key_value_metadata(Some(vec![
-                KeyValue::new(LAYOUT_KEY.into(), LAYOUT_VERSION.to_string()),
-                KeyValue::new(TABLE_KEY.into(), table.to_string()),
-                KeyValue::new(RUN_KEY.into(), run_id.to_string()),
-            ]))
-            .build();
-        let mut w = ArrowWriter::try_new(tmp.reopen()?, schema.clone(), Some(props))?;
-        for b in batches {
-            w.write(b)?;
-        }
-        w.close()?;
-        done.push((tmp, path));
-    }
-    // Dropping an unpersisted temp file deletes it, so an error above leaves
-    // nothing behind; only a complete set is renamed into place.
-    // An interrupt during the renames waits for them (see signals.rs).
-    crate::signals::persist_all(done)?;
-    Ok(())
 }

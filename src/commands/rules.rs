@@ -69,13 +69,7 @@ fn lint(dir: &std::path::Path) -> anyhow::Result<u8> {
         }
         return Ok(1);
     }
-    let empty = Ingested {
-        events: Vec::new(),
-        evidence: Vec::new(),
-        bad_lines: Vec::new(),
-        inputs: Vec::new(),
-        skipped: Vec::new(),
-    };
+    let empty = Ingested::default();
     let failed = block_on(async {
         let ctx = engine::session(&EngineOptions::default())?;
         engine::register_tables(&ctx, &empty)?;

@@ -6,13 +6,18 @@
 use super::ndjson::ParsedChunk;
 use super::row::{EventBuilders, share_empty_columns};
 use super::schema::{EVENTS, events_col};
+use crate::signals::Temp;
 use datafusion::arrow::array::{
     Array, ArrayRef, BooleanArray, Int32Array, Int64Array, StringArray, make_comparator,
 };
 use datafusion::arrow::compute::{FilterBuilder, SortOptions, concat_batches};
+use datafusion::arrow::ipc::CompressionType;
+use datafusion::arrow::ipc::reader::FileReader;
+use datafusion::arrow::ipc::writer::{FileWriter, IpcWriteOptions};
 use datafusion::arrow::record_batch::RecordBatch;
 use foldhash::HashMap;
 use std::collections::hash_map::Entry;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// One content version of an id: where its row is (in the kept rows).
@@ -32,7 +37,11 @@ const JSON_TEXT: [&str; 4] = ["payload", "delivery", "evidence_chain", "extra"];
 
 /// Per chunk: rows kept, and the events/redeliveries attributed to its input.
 pub struct Outcome {
+    /// The rows, when they were held in memory.
     pub batches: Vec<RecordBatch>,
+    /// The rows, in order, when groups of them were spilled (`batches` is
+    /// then empty): each read back when its turn comes.
+    pub groups: Vec<Group>,
     /// Per chunk (same order as given): (distinct events, redeliveries).
     pub per_chunk: Vec<(u64, u64)>,
 }
@@ -94,8 +103,15 @@ impl ChunkRows {
 /// file cost about 55 KB of column headers each, held to the end, and every
 /// query a pass per batch.
 struct Kept {
-    /// The group's rows, once it is closed.
+    /// The group's rows, once it is closed (empty once spilled).
     events: RecordBatch,
+    /// Rows in the group once closed (also when spilled).
+    rows: usize,
+    /// The file holding the group's rows, when they were spilled.
+    spilled: Option<Temp>,
+    /// Rows to drop from the spilled rows when they are read back
+    /// (versions folded into an earlier one).
+    keep: Option<Vec<bool>>,
     /// The chunks' rows while it is open.
     parts: Vec<RecordBatch>,
     /// (first row, chunk index) of each chunk in the group.
@@ -113,6 +129,9 @@ impl Kept {
     fn open() -> Kept {
         Kept {
             events: RecordBatch::new_empty(EVENTS.clone()),
+            rows: 0,
+            spilled: None,
+            keep: None,
             parts: Vec::new(),
             chunks: Vec::new(),
             redeliveries: Vec::new(),
@@ -140,7 +159,63 @@ impl Kept {
             drop(parts);
             self.events = share_empty_columns(events);
         }
+        self.rows = self.events.num_rows();
         self.version = vec![1; self.redeliveries.len()];
+    }
+
+    /// Write the closed group's rows to a file in `dir` and let them go.
+    fn spill(&mut self, dir: &Path) -> std::io::Result<()> {
+        let temp = crate::signals::temp_in(dir)?;
+        let options = IpcWriteOptions::default()
+            .try_with_compression(Some(CompressionType::LZ4_FRAME))
+            .map_err(std::io::Error::other)?;
+        let out = std::io::BufWriter::new(temp.reopen()?);
+        let mut w = FileWriter::try_new_with_options(out, &EVENTS, options)
+            .map_err(std::io::Error::other)?;
+        w.write(&self.events).map_err(std::io::Error::other)?;
+        w.finish().map_err(std::io::Error::other)?;
+        self.events = RecordBatch::new_empty(EVENTS.clone());
+        self.spilled = Some(temp);
+        Ok(())
+    }
+
+    /// The group's rows as written, read back if spilled.
+    fn load(&self) -> std::io::Result<RecordBatch> {
+        let Some(temp) = &self.spilled else {
+            return Ok(self.events.clone());
+        };
+        let file = std::io::BufReader::new(temp.reopen()?);
+        let reader = FileReader::try_new(file, None).map_err(std::io::Error::other)?;
+        let batches = reader
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(std::io::Error::other)?;
+        concat_batches(&EVENTS, &batches).map_err(std::io::Error::other)
+    }
+}
+
+/// A closed group of event rows as `finish` leaves it: laid out, or in its
+/// spill file with the final counts to attach when it is read back.
+pub struct Group(Kept);
+
+impl Group {
+    /// The group's rows with their final redelivery counts and versions.
+    pub fn load(self) -> std::io::Result<RecordBatch> {
+        let k = self.0;
+        let mut events = k.load()?;
+        if let Some(keep) = k.keep {
+            let n = k.redeliveries.len();
+            events = drop_rows(events, keep, n);
+        }
+        let batch = with_column(
+            &events,
+            "redeliveries",
+            Arc::new(Int64Array::from(k.redeliveries)),
+        );
+        Ok(with_column(
+            &batch,
+            "version",
+            Arc::new(Int32Array::from(k.version)),
+        ))
     }
 }
 
@@ -192,6 +267,11 @@ pub struct Deduper {
     later: HashMap<u128, Vec<Version>>,
     kept: Vec<Kept>,
     per_chunk: Vec<(u64, u64)>,
+    /// Where closed groups are written so that memory holds only the
+    /// tables of ids and counts (None: they stay in memory).
+    spill_dir: Option<PathBuf>,
+    /// The first failure to spill; later groups stay in memory.
+    spill_error: Option<std::io::Error>,
 }
 
 impl Deduper {
@@ -203,6 +283,31 @@ impl Deduper {
             later: HashMap::default(),
             kept: Vec::new(),
             per_chunk: Vec::new(),
+            spill_dir: None,
+            spill_error: None,
+        }
+    }
+
+    /// As `with_capacity`, writing each closed group of rows to a file in
+    /// `dir`: memory then holds about 50 bytes per distinct event (the id
+    /// table, counts and versions) instead of the rows.
+    pub fn spilling_to(events: usize, dir: &Path) -> Self {
+        Deduper {
+            spill_dir: Some(dir.to_path_buf()),
+            ..Deduper::with_capacity(events)
+        }
+    }
+
+    /// Close group `gi`, and spill it when spilling.
+    fn close_group(&mut self, gi: usize) {
+        let group = &mut self.kept[gi];
+        group.close();
+        if let Some(dir) = &self.spill_dir
+            && self.spill_error.is_none()
+            && group.rows > 0
+            && let Err(e) = group.spill(dir)
+        {
+            self.spill_error = Some(e);
         }
     }
 
@@ -221,8 +326,8 @@ impl Deduper {
                 .last()
                 .is_some_and(|g| g.is_open() && g.redeliveries.len() + keys.len() < GROUP_ROWS);
         if !joins {
-            if let Some(last) = self.kept.last_mut() {
-                last.close();
+            if !self.kept.is_empty() {
+                self.close_group(self.kept.len() - 1);
             }
             self.kept.push(Kept::open());
         }
@@ -278,34 +383,45 @@ impl Deduper {
         group.parts.push(rows.keep(keep, kept));
         let full = group.redeliveries.len() >= GROUP_ROWS / 2 || group.parts.len() >= GROUP_PARTS;
         if full || alone {
-            group.close();
+            self.close_group(gi);
         }
         self.per_chunk.push(counts);
     }
 
     /// Fold versions with equal values, number the rest and attach the
-    /// final counts.
-    pub fn finish(mut self) -> Outcome {
-        if let Some(last) = self.kept.last_mut() {
-            last.close();
+    /// final counts. Fails only when a group could not be spilled or read
+    /// back.
+    pub fn finish(mut self) -> std::io::Result<Outcome> {
+        if !self.kept.is_empty() {
+            self.close_group(self.kept.len() - 1);
         }
-        // Rows dropped from chunks already laid out: (chunk, row).
+        if let Some(e) = self.spill_error.take() {
+            return Err(e);
+        }
+        // The rows of spilled groups that versions compare, read back once.
+        let loaded = self.rows_of_versions()?;
+        let row_of = |kept: &[Kept], v: &Version| -> (RecordBatch, usize) {
+            match loaded.get(&(v.chunk, v.row)) {
+                Some(one) => (one.clone(), 0),
+                None => (kept[v.chunk as usize].events.clone(), v.row as usize),
+            }
+        };
+        // Rows dropped from groups already laid out: (group, row).
         let mut folded: Vec<(u32, u32)> = Vec::new();
         for (id_hash, others) in &self.later {
             let mut versions = vec![self.first[id_hash]];
             for &v in others {
                 // Different raw text can still be the same JSON value
                 // (white space, key order, escapes): compare the rows.
-                let row_of = |v: &Version| (&self.kept[v.chunk as usize].events, v.row as usize);
-                let (batch, row) = row_of(&v);
+                let (batch, row) = row_of(&self.kept, &v);
                 let same = versions.iter().find(|earlier| {
-                    let (b, r) = row_of(earlier);
-                    rows_equal(b, r, batch, row)
+                    let (b, r) = row_of(&self.kept, earlier);
+                    rows_equal(&b, r, &batch, row)
                 });
                 match same.copied() {
                     Some(earlier) => {
+                        let stored = int(&batch, "redeliveries", row as u32);
                         let kept = &mut self.kept[v.chunk as usize];
-                        let stored = int(&kept.events, "redeliveries", v.row);
                         let repeats = 1 + kept.redeliveries[v.row as usize];
                         self.kept[earlier.chunk as usize].redeliveries[earlier.row as usize] +=
                             repeats;
@@ -323,8 +439,11 @@ impl Deduper {
             // events give the same version 1 however they are cut into files
             // and ordered.
             versions.sort_by_key(|v| {
-                let events = &self.kept[v.chunk as usize].events;
-                (int(events, "created_us", v.row), int(events, "seq", v.row))
+                let (events, row) = row_of(&self.kept, v);
+                (
+                    int(&events, "created_us", row as u32),
+                    int(&events, "seq", row as u32),
+                )
             });
             for (n, v) in versions.iter().enumerate() {
                 self.kept[v.chunk as usize].version[v.row as usize] = n as i32 + 1;
@@ -333,33 +452,60 @@ impl Deduper {
         folded.sort_unstable();
         for rows in folded.chunk_by(|a, b| a.0 == b.0) {
             let kept = &mut self.kept[rows[0].0 as usize];
-            let mut keep = vec![true; kept.events.num_rows()];
+            let mut keep = vec![true; kept.rows];
             for &(_, row) in rows {
                 keep[row as usize] = false;
             }
             retain_marked(&mut kept.redeliveries, &keep);
             retain_marked(&mut kept.version, &keep);
-            let n = kept.redeliveries.len();
-            let events =
-                std::mem::replace(&mut kept.events, RecordBatch::new_empty(EVENTS.clone()));
-            kept.events = drop_rows(events, keep, n);
+            if kept.spilled.is_some() {
+                kept.keep = Some(keep);
+            } else {
+                let n = kept.redeliveries.len();
+                let events =
+                    std::mem::replace(&mut kept.events, RecordBatch::new_empty(EVENTS.clone()));
+                kept.events = drop_rows(events, keep, n);
+            }
+        }
+        if self.spill_dir.is_some() {
+            return Ok(Outcome {
+                batches: Vec::new(),
+                groups: self.kept.into_iter().map(Group).collect(),
+                per_chunk: self.per_chunk,
+            });
         }
         let batches = self
             .kept
             .into_iter()
-            .map(|k| {
-                let batch = with_column(
-                    &k.events,
-                    "redeliveries",
-                    Arc::new(Int64Array::from(k.redeliveries)),
-                );
-                with_column(&batch, "version", Arc::new(Int32Array::from(k.version)))
-            })
+            .map(|k| Group(k).load().expect("rows held in memory"))
             .collect();
-        Outcome {
+        Ok(Outcome {
             batches: coalesce(batches),
+            groups: Vec::new(),
             per_chunk: self.per_chunk,
+        })
+    }
+
+    /// Each row of a spilled group that an id with several contents cites,
+    /// as a one-row batch by (group, row): the groups they lie in are read
+    /// once each.
+    fn rows_of_versions(&self) -> std::io::Result<HashMap<(u32, u32), RecordBatch>> {
+        let mut wanted: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
+        for (id_hash, others) in &self.later {
+            for v in std::iter::once(&self.first[id_hash]).chain(others) {
+                if self.kept[v.chunk as usize].spilled.is_some() {
+                    wanted.entry(v.chunk).or_default().push(v.row);
+                }
+            }
         }
+        let mut out = HashMap::default();
+        for (group, rows) in wanted {
+            let events = self.kept[group as usize].load()?;
+            for row in rows {
+                out.insert((group, row), events.slice(row as usize, 1));
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -525,7 +671,7 @@ mod tests {
             dedup.push(&mut c);
             per_chunk.push(c);
         }
-        let out = dedup.finish();
+        let out = dedup.finish().unwrap();
         let rows: usize = out.batches.iter().map(|b| b.num_rows()).sum();
         assert_eq!(rows, 2998);
         assert!(out.batches.len() <= 2, "{} batches", out.batches.len());
@@ -555,6 +701,93 @@ mod tests {
         assert_eq!(e0, [(2, 1), (0, 2)]);
     }
 
+    /// The rows out of a finished dedup, read back if spilled, as (id,
+    /// redeliveries, version, payload).
+    fn rows_out(out: Outcome) -> Vec<(String, i64, i32, String)> {
+        let batches: Vec<RecordBatch> = if out.groups.is_empty() {
+            out.batches
+        } else {
+            assert!(out.batches.is_empty());
+            out.groups.into_iter().map(|g| g.load().unwrap()).collect()
+        };
+        let mut rows = Vec::new();
+        for b in &batches {
+            let text = |name| {
+                datafusion::arrow::compute::cast(
+                    column(b, name),
+                    &datafusion::arrow::datatypes::DataType::Utf8,
+                )
+                .unwrap()
+            };
+            let (id, red, ver, payload) = (
+                text("id"),
+                text("redeliveries"),
+                text("version"),
+                text("payload"),
+            );
+            let s = |a: &ArrayRef, r| {
+                a.as_any()
+                    .downcast_ref::<StringArray>()
+                    .unwrap()
+                    .value(r)
+                    .to_string()
+            };
+            for r in 0..b.num_rows() {
+                rows.push((
+                    s(&id, r),
+                    s(&red, r).parse().unwrap(),
+                    s(&ver, r).parse().unwrap(),
+                    s(&payload, r),
+                ));
+            }
+        }
+        rows
+    }
+
+    #[test]
+    fn spilled_rows_come_back_as_the_held_ones() {
+        // 30 chunks of 500 lines: groups close and spill as they fill; ids
+        // repeat across them as exact redeliveries, as the same value in
+        // other text, and as other versions.
+        let lines: Vec<Vec<String>> = (0..30u32)
+            .map(|c| {
+                (0..500u32)
+                    .map(|n| {
+                        let id = (c * 500 + n) % 9000;
+                        let body = match (c, n % 7) {
+                            (20.., 0) => r#"{"b":2,"a":1}"#.to_string(),
+                            (25.., 3) => format!(r#"{{"v":{c}}}"#),
+                            _ => r#"{"a":1,"b":2}"#.to_string(),
+                        };
+                        format!(
+                            r#"{{"spec_version":"0.2","id":"e{id}","type":"t.x","source":"s","created_at":"2026-07-14T12:00:00Z","payload":{body}}}"#
+                        )
+                    })
+                    .collect()
+            })
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let run = |mut dedup: Deduper| {
+            for (c, ls) in lines.iter().enumerate() {
+                let refs: Vec<&str> = ls.iter().map(String::as_str).collect();
+                dedup.push(&mut chunk(c as u32, 1 + 500 * c as u64, &refs));
+            }
+            dedup.finish().unwrap()
+        };
+        let held = run(Deduper::with_capacity(16));
+        let spilled = run(Deduper::spilling_to(16, dir.path()));
+        assert_eq!(held.per_chunk, spilled.per_chunk);
+        assert!(spilled.groups.len() > 1, "rows were spilled in groups");
+        let (a, b) = (rows_out(held), rows_out(spilled));
+        assert!(a.iter().any(|r| r.2 > 1) && a.iter().any(|r| r.1 > 0));
+        assert_eq!(a, b);
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "spill files removed"
+        );
+    }
+
     #[test]
     fn versions_equal_in_value_fold_into_the_first_across_chunks() {
         let a = r#"{"spec_version":"0.2","id":"e1","type":"t.x","source":"s","created_at":"2026-07-14T12:00:00Z","payload":{"a":1,"b":2}}"#;
@@ -570,7 +803,7 @@ mod tests {
         for c in &mut chunks {
             dedup.push(c);
         }
-        let out = dedup.finish();
+        let out = dedup.finish().unwrap();
         // Chunk 0: e1 and e2, one repeat of e1. Chunk 1: a2 and its repeat
         // are redeliveries of e1, e2 again, b a new version.
         assert_eq!(out.per_chunk, [(2, 1), (1, 3)]);

@@ -44,6 +44,10 @@ pub struct IngestOptions {
     pub max_bad_lines: usize,
     /// Accept a directory or pattern without logs (`--allow-empty`).
     pub allow_empty: bool,
+    /// Write the event rows to files here as they are read, holding only
+    /// the redelivery table in memory; `Ingested::spilled` then holds them
+    /// (for `convert` under a memory limit).
+    pub spill_dir: Option<PathBuf>,
     /// Bytes read so far across inputs, for a progress bar.
     pub progress: Arc<AtomicU64>,
 }
@@ -57,6 +61,7 @@ impl Default for IngestOptions {
             keep_bad_raw: false,
             max_bad_lines: usize::MAX,
             allow_empty: false,
+            spill_dir: None,
             progress: Arc::default(),
         }
     }
@@ -82,9 +87,14 @@ impl IngestOptions {
 }
 
 /// The normalized tables and the accounting of how they were made.
+#[derive(Default)]
 pub struct Ingested {
     pub events: Vec<RecordBatch>,
     pub evidence: Vec<RecordBatch>,
+    /// With `IngestOptions::spill_dir`: the event rows in order, in their
+    /// spill files (`events` and `evidence` are then empty; each group's
+    /// evidence is `evidence::explode` of its rows).
+    pub spilled: Vec<dedup::Group>,
     pub bad_lines: Vec<RecordBatch>,
     pub inputs: Vec<InputSummary>,
     /// Paths inside directories or globs that could not be used.
@@ -103,20 +113,37 @@ pub fn ingest(paths: &[PathBuf], opts: &IngestOptions) -> Result<Ingested, Input
     Ok(ingest_inputs(&inputs, skipped, opts))
 }
 
-/// Read already expanded inputs.
+/// Read already expanded inputs (held in memory: `opts.spill_dir` unset).
 pub fn ingest_inputs(inputs: &[Input], skipped: Vec<Skipped>, opts: &IngestOptions) -> Ingested {
-    ingest_inputs_into(inputs, skipped, opts, None).expect("no bad-lines writer, no write error")
+    ingest_inputs_into(inputs, skipped, opts, None)
+        .expect("no bad-lines writer and no spill directory, so no write error")
+}
+
+/// Why reading inputs stopped: not the inputs (their faults are noted per
+/// input), but where their rows or rejected lines were being written.
+#[derive(Debug, thiserror::Error)]
+pub enum IngestFailure {
+    /// Writing a rejected line to the `--bad-lines` output failed.
+    #[error("{0}")]
+    BadLinesOut(std::io::Error),
+    /// Writing event rows to, or reading them back from, the spill directory.
+    #[error(
+        "cannot write the event rows to the spill directory {}: {error}; free space there or \
+         choose another with --spill-dir",
+        crate::ingest::inputs::shown_path(.dir)
+    )]
+    Spill { dir: PathBuf, error: std::io::Error },
 }
 
 /// Read already expanded inputs, writing every rejected line verbatim to
 /// `bad_out` as it is found, in input order (with `keep_bad_raw`). Fails
-/// only when writing there fails.
+/// only when writing there (or to the spill directory) fails.
 pub fn ingest_inputs_into(
     inputs: &[Input],
     skipped: Vec<Skipped>,
     opts: &IngestOptions,
     mut bad_out: Option<&mut dyn std::io::Write>,
-) -> std::io::Result<Ingested> {
+) -> Result<Ingested, IngestFailure> {
     let threads = opts.worker_threads();
     let started = std::time::Instant::now();
     let mut read_errors: Vec<Option<String>> = vec![None; inputs.len()];
@@ -150,7 +177,11 @@ pub fn ingest_inputs_into(
     // Parquet chunks first, then NDJSON chunks in the order they were cut.
     chunks.sort_by_key(|c| (c.file_idx, c.chunk_idx));
     let parquet_events: usize = chunks.iter().map(|c| c.keys.len()).sum();
-    let mut deduper = dedup::Deduper::with_capacity(expected_events(inputs) + parquet_events);
+    let expected = expected_events(inputs) + parquet_events;
+    let mut deduper = match &opts.spill_dir {
+        Some(dir) => dedup::Deduper::spilling_to(expected, dir),
+        None => dedup::Deduper::with_capacity(expected),
+    };
     // Rejected lines still to be listed, per file index.
     let mut listable = BadLineQuota::new(opts.max_bad_lines);
     let mut write_error: Option<std::io::Error> = None;
@@ -235,11 +266,14 @@ pub fn ingest_inputs_into(
         }
     });
     if let Some(e) = write_error {
-        return Err(e);
+        return Err(IngestFailure::BadLinesOut(e));
     }
     crate::progress::timing("ingest", "parse", started);
     let started = std::time::Instant::now();
-    let deduped = deduper.finish();
+    let deduped = deduper.finish().map_err(|error| IngestFailure::Spill {
+        dir: opts.spill_dir.clone().unwrap_or_default(),
+        error,
+    })?;
     crate::progress::timing("ingest", "dedup", started);
     // Which input each file index belongs to.
     let input_of = |file_idx: u32| -> usize {
@@ -362,6 +396,7 @@ fn assemble(
         .into_iter()
         .filter(|b| b.num_rows() > 0)
         .collect();
+    let spilled = deduped.groups;
     let started = std::time::Instant::now();
     let evidence = events
         .iter()
@@ -372,6 +407,7 @@ fn assemble(
     Ingested {
         events,
         evidence,
+        spilled,
         bad_lines: bad_lines_batch(&bad).into_iter().collect(),
         inputs: summaries,
         skipped,
