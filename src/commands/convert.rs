@@ -143,18 +143,31 @@ pub(super) fn write_tables(
 /// come and renamed into place when all of them are complete.
 struct Files {
     run_id: String,
-    open: BTreeMap<PathBuf, (crate::signals::Temp, ArrowWriter<std::fs::File>)>,
+    open: BTreeMap<PathBuf, Open>,
+    /// Batches written so far, the clock of `Open::last`.
+    writes: u64,
 }
 
-/// A file's row group is closed early past this many buffered bytes, so
-/// that many open files (one per day) stay small in memory.
-const ROW_GROUP_BYTES: usize = 64 << 20;
+struct Open {
+    temp: crate::signals::Temp,
+    writer: ArrowWriter<std::fs::File>,
+    /// When it last got rows (in `Files::writes`).
+    last: u64,
+}
+
+/// A file's row group is closed early past this many buffered bytes.
+const ROW_GROUP_BYTES: usize = 32 << 20;
+/// The row group of a file that got no rows for this many batches is
+/// closed: one file per day stays open to the end, and a day that is over
+/// should not hold a row group's page buffers (tens of MB) meanwhile.
+const IDLE_WRITES: u64 = 16;
 
 impl Files {
     fn new(run_id: &str) -> Files {
         Files {
             run_id: run_id.to_string(),
             open: BTreeMap::new(),
+            writes: 0,
         }
     }
 
@@ -186,13 +199,26 @@ impl Files {
                     KeyValue::new(RUN_KEY.into(), self.run_id.clone()),
                 ]))
                 .build();
-            let w = ArrowWriter::try_new(tmp.reopen()?, schema.clone(), Some(props))?;
-            self.open.insert(path.clone(), (tmp, w));
+            let writer = ArrowWriter::try_new(tmp.reopen()?, schema.clone(), Some(props))?;
+            let open = Open {
+                temp: tmp,
+                writer,
+                last: 0,
+            };
+            self.open.insert(path.clone(), open);
         }
-        let (_, w) = self.open.get_mut(&path).expect("opened above");
-        w.write(batch)?;
-        if w.in_progress_size() > ROW_GROUP_BYTES {
-            w.flush()?;
+        self.writes += 1;
+        let now = self.writes;
+        let file = self.open.get_mut(&path).expect("opened above");
+        file.last = now;
+        file.writer.write(batch)?;
+        if file.writer.in_progress_size() > ROW_GROUP_BYTES {
+            file.writer.flush()?;
+        }
+        for idle in self.open.values_mut() {
+            if now - idle.last == IDLE_WRITES && idle.writer.in_progress_rows() > 0 {
+                idle.writer.flush()?;
+            }
         }
         Ok(())
     }
@@ -201,9 +227,9 @@ impl Files {
     fn finish(self) -> anyhow::Result<usize> {
         let mut temps = Vec::new();
         let mut paths = Vec::new();
-        for (path, (tmp, w)) in self.open {
-            w.close()?;
-            temps.push(tmp);
+        for (path, file) in self.open {
+            file.writer.close()?;
+            temps.push(file.temp);
             paths.push(path);
         }
         // Dropping an unpersisted temp file deletes it, so an error above

@@ -8,9 +8,10 @@ use super::row::{EventBuilders, share_empty_columns};
 use super::schema::{EVENTS, events_col};
 use crate::signals::Temp;
 use datafusion::arrow::array::{
-    Array, ArrayRef, BooleanArray, Int32Array, Int64Array, StringArray, make_comparator,
+    Array, ArrayRef, BooleanArray, Int32Array, Int64Array, StringArray, UInt32Array,
+    make_comparator,
 };
-use datafusion::arrow::compute::{FilterBuilder, SortOptions, concat_batches};
+use datafusion::arrow::compute::{FilterBuilder, SortOptions, concat_batches, take_record_batch};
 use datafusion::arrow::ipc::CompressionType;
 use datafusion::arrow::ipc::reader::FileReader;
 use datafusion::arrow::ipc::writer::{FileWriter, IpcWriteOptions};
@@ -502,7 +503,10 @@ impl Deduper {
         for (group, rows) in wanted {
             let events = self.kept[group as usize].load()?;
             for row in rows {
-                out.insert((group, row), events.slice(row as usize, 1));
+                // Copied out: a slice would keep the whole group's buffers.
+                let one = take_record_batch(&events, &UInt32Array::from(vec![row]))
+                    .map_err(std::io::Error::other)?;
+                out.insert((group, row), one);
             }
         }
         Ok(out)

@@ -179,7 +179,9 @@ pub fn ingest_inputs_into(
     let parquet_events: usize = chunks.iter().map(|c| c.keys.len()).sum();
     let expected = expected_events(inputs) + parquet_events;
     let mut deduper = match &opts.spill_dir {
-        Some(dir) => dedup::Deduper::spilling_to(expected, dir),
+        // Bounded memory matters more there than one copy of the table as
+        // it grows: an estimate 20% high can double it (a power of two).
+        Some(dir) => dedup::Deduper::spilling_to(expected / 2, dir),
         None => dedup::Deduper::with_capacity(expected),
     };
     // Rejected lines still to be listed, per file index.
@@ -192,7 +194,10 @@ pub fn ingest_inputs_into(
     std::thread::scope(|scope| {
         let (chunk_tx, chunk_rx) = mpsc::sync_channel::<(u64, ndjson::Chunk)>(threads * 2);
         let chunk_rx = Arc::new(Mutex::new(chunk_rx));
-        let (out_tx, out_rx) = mpsc::channel::<(u64, ParsedChunk)>();
+        // Bounded, so that parsers wait when the rows are taken in more
+        // slowly than they are parsed (writing them to the spill directory):
+        // parsed chunks do not pile up in memory.
+        let (out_tx, out_rx) = mpsc::sync_channel::<(u64, ParsedChunk)>(threads * 2);
         for _ in 0..threads {
             let rx = Arc::clone(&chunk_rx);
             let tx = out_tx.clone();
