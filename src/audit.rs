@@ -129,6 +129,8 @@ pub enum AuditError {
     Engine(#[from] datafusion::error::DataFusionError),
     #[error(transparent)]
     Stalled(#[from] Stalled),
+    #[error(transparent)]
+    Disturbed(#[from] Disturbed),
 }
 
 /// Run the audit end to end.
@@ -213,7 +215,54 @@ pub async fn audit_cluster(
         let ctx = crate::cluster::connect(url).await.map_err(usage)?;
         audit_files(cfg, catalog, &ctx, &files, &Materialize::Never).await
     };
-    within(url, timeout, run).await?
+    let disturbed = |cause: &str| Disturbed {
+        url: url.to_string(),
+        cause: cause.chars().take(400).collect(),
+    };
+    match within(url, timeout, run).await? {
+        Ok(report) => match report.rule_errors.iter().find(|(_, e)| disturbance(e)) {
+            Some((rule, e)) => Err(disturbed(&format!("{rule}: {e}")).into()),
+            None => Ok(report),
+        },
+        Err(AuditError::Engine(e)) if disturbance(&e.to_string()) => {
+            Err(disturbed(&e.to_string()).into())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether a query error on a cluster says that the cluster was disturbed
+/// while the job ran, rather than that the query cannot run: Ballista 55's
+/// words for a job cancelled (`hvaudit scheduler` cancels the running jobs
+/// when it loses an executor), a task or stage that failed as often as the
+/// scheduler allows (a `FetchPartitionError` among them: shuffle output
+/// lost with its executor), executors lost, and results that cannot be
+/// fetched from an executor that is gone.
+pub fn disturbance(error: &str) -> bool {
+    const SIGNS: [&str; 8] = [
+        "failed: Cancelled",
+        "times, most recent failure reason",
+        "times, fail the stage",
+        "FetchPartitionError",
+        "FetchFailed",
+        "ResultLost",
+        "executors were lost",
+        "GrpcConnectionError",
+    ];
+    SIGNS.iter().any(|sign| error.contains(sign))
+}
+
+/// A cluster audit during which an executor was lost or a task failed.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the cluster at {url} was disturbed during the audit, so there is no report: an executor \
+     was lost or a task failed while the rules ran, and Ballista's re-run of the lost work can \
+     deliver rows twice; run the audit again once every executor runs (docs/cluster.md, \
+     \"When an executor dies\"). Cause: {cause}"
+)]
+pub struct Disturbed {
+    pub url: String,
+    pub cause: String,
 }
 
 /// `work` on the cluster at `url`, given up after `timeout`: on a cluster
