@@ -211,9 +211,10 @@ pub async fn audit_cluster(
     let usage = |e: anyhow::Error| AuditError::Usage(format!("{e:#}"));
     crate::cluster::scheduler_address(url).map_err(AuditError::Usage)?;
     let files = crate::cluster::scan_inputs(&cfg.inputs).map_err(usage)?;
+    let views = cluster_scratch(cfg).map_err(usage)?;
     let run = async {
         let ctx = crate::cluster::connect(url).await.map_err(usage)?;
-        audit_files(cfg, catalog, &ctx, &files, &Materialize::Never).await
+        audit_files(cfg, catalog, &ctx, &files, &views).await
     };
     let disturbed = |cause: &str| Disturbed {
         url: url.to_string(),
@@ -263,6 +264,43 @@ pub fn disturbance(error: &str) -> bool {
 pub struct Disturbed {
     pub url: String,
     pub cause: String,
+}
+
+/// Where a cluster audit has the executors write the views it computes
+/// once: a temp directory in `--spill-dir`, or else in the first input
+/// (a directory, or a file's directory), on the shared storage. It is
+/// hidden, so no later scan of the inputs reads it, and removed when the
+/// audit ends, fails or is interrupted.
+#[cfg(feature = "cluster")]
+fn cluster_scratch(cfg: &AuditConfig) -> anyhow::Result<Materialize> {
+    use anyhow::Context;
+    let parent = cluster_scratch_parent(cfg)?;
+    let dir = crate::signals::temp_dir_in(&parent).with_context(|| {
+        format!(
+            "cannot make a directory for the views in {} (choose one on storage every \
+             executor can write with --spill-dir)",
+            parent.display()
+        )
+    })?;
+    Ok(Materialize::OnCluster(Arc::new(dir)))
+}
+
+/// The directory in which a cluster audit makes its views' directory.
+#[cfg(feature = "cluster")]
+pub fn cluster_scratch_parent(cfg: &AuditConfig) -> anyhow::Result<PathBuf> {
+    use anyhow::Context;
+    let parent = match (&cfg.spill_dir, cfg.inputs.first()) {
+        (Some(dir), _) => dir.clone(),
+        (None, Some(input)) if input.is_dir() => input.clone(),
+        (None, Some(input)) => input
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default(),
+        (None, None) => anyhow::bail!("no inputs"),
+    };
+    // Executors open it by the path the client gives.
+    std::fs::canonicalize(&parent)
+        .with_context(|| format!("the views' directory {}", parent.display()))
 }
 
 /// `work` on the cluster at `url`, given up after `timeout`: on a cluster

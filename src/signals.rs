@@ -36,7 +36,11 @@ pub fn install() {
                 if let Some(sig) = signals.forever().next() {
                     let temps = registry();
                     for p in temps.iter() {
-                        let _ = std::fs::remove_file(p);
+                        if p.is_dir() {
+                            let _ = std::fs::remove_dir_all(p);
+                        } else {
+                            let _ = std::fs::remove_file(p);
+                        }
                     }
                     // Still holding the lock: no new temp file can appear.
                     std::process::exit(128 + sig);
@@ -136,6 +140,46 @@ fn unregister(temps: &mut Vec<PathBuf>, path: &Path) {
     }
 }
 
+/// A `.hvaudit-*.tmp` directory that an interrupt removes with all it
+/// holds; removed (and unregistered) when dropped. For files that other
+/// processes write, such as the views a cluster audit has its executors
+/// write to shared storage.
+pub struct TempDir {
+    path: PathBuf,
+}
+
+/// Create a registered temp directory in `dir`, named like [`temp_in`]'s
+/// files.
+pub fn temp_dir_in(dir: &Path) -> io::Result<TempDir> {
+    install();
+    let mut temps = registry();
+    let made = tempfile::Builder::new()
+        .prefix(&format!(
+            "{TEMP_PREFIX}{}-{}-",
+            host_tag(),
+            std::process::id()
+        ))
+        .suffix(".tmp")
+        .tempdir_in(dir)?;
+    let path = made.keep();
+    temps.push(path.clone());
+    Ok(TempDir { path })
+}
+
+impl TempDir {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let mut temps = registry();
+        let _ = std::fs::remove_dir_all(&self.path);
+        unregister(&mut temps, &self.path);
+    }
+}
+
 /// Rename a set of temp files into place as one step as far as interrupts
 /// go: a signal during the renames waits until they are all done, so a set
 /// of outputs is never left half renamed. After a failed rename the rest
@@ -197,7 +241,9 @@ pub fn sweep_stale(dir: &Path) -> Stale {
             .unwrap_or_default()
             .to_string_lossy()
             .into_owned();
-        if !(name.starts_with(TEMP_PREFIX) && name.ends_with(".tmp") && path.is_file()) {
+        // Files, and the directories of a cluster audit's views.
+        let dir = path.is_dir();
+        if !(name.starts_with(TEMP_PREFIX) && name.ends_with(".tmp") && (dir || path.is_file())) {
             continue;
         }
         let pid = name
@@ -208,7 +254,12 @@ pub fn sweep_stale(dir: &Path) -> Stale {
             Some(pid) if pid == std::process::id() => {}
             Some(pid) if Path::new(&format!("/proc/{pid}")).exists() => {}
             Some(_) => {
-                if std::fs::remove_file(&path).is_ok() {
+                let removed = if dir {
+                    std::fs::remove_dir_all(&path)
+                } else {
+                    std::fs::remove_file(&path)
+                };
+                if removed.is_ok() {
                     out.removed.push(path);
                 }
             }

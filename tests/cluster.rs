@@ -95,6 +95,65 @@ fn findings_on_a_two_executor_cluster_equal_the_local_run() {
     assert!(local.totals().bad_lines >= 2);
     let cluster = on_cluster(&out).expect("cluster audit runs");
     assert_same(&local, &cluster);
+    // The views the executors wrote beside the inputs are gone.
+    assert_eq!(scratch_dirs(&out), Vec::<PathBuf>::new());
+}
+
+/// The `.hvaudit-*` entries directly in `dir` (where a cluster audit has
+/// its views written when no --spill-dir is given).
+fn scratch_dirs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(".hvaudit-")
+        })
+        .collect()
+}
+
+#[test]
+fn an_interrupted_cluster_audit_removes_its_views() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, parquet) = log_and_parquet(dir.path(), 33, 60_000);
+    let url = &CLUSTER.1;
+    let mut audit = std::process::Command::new(assert_cmd::cargo::cargo_bin("hvaudit"))
+        .args(["audit", "-q", "--format", "json", "--cluster", url])
+        .arg(&parquet)
+        .env_remove(hvaudit::engine::SETTINGS_VAR)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map(Reaped)
+        .unwrap();
+    // Interrupt it once the cluster has written a view.
+    let started = std::time::Instant::now();
+    let written = || {
+        scratch_dirs(&parquet).iter().any(|d| {
+            walkdir::WalkDir::new(d)
+                .into_iter()
+                .filter_map(Result::ok)
+                .any(|e| e.file_type().is_file())
+        })
+    };
+    while !written() {
+        assert!(
+            audit.0.try_wait().unwrap().is_none(),
+            "the audit ended before it wrote a view"
+        );
+        assert!(started.elapsed() < DEADLINE, "no view written");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = audit.0.id().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status();
+    assert!(sent.unwrap().success());
+    let status = audit.0.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert_eq!(scratch_dirs(&parquet), Vec::<PathBuf>::new());
 }
 
 #[test]
