@@ -294,8 +294,9 @@ pub fn cluster_scratch_parent(cfg: &AuditConfig) -> anyhow::Result<PathBuf> {
         (None, Some(input)) if input.is_dir() => input.clone(),
         (None, Some(input)) => input
             .parent()
-            .map(std::path::Path::to_path_buf)
-            .unwrap_or_default(),
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."))
+            .to_path_buf(),
         (None, None) => anyhow::bail!("no inputs"),
     };
     // Executors open it by the path the client gives.
