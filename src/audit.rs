@@ -138,6 +138,8 @@ pub enum AuditError {
     Engine(#[from] datafusion::error::DataFusionError),
     #[error(transparent)]
     Stalled(#[from] Stalled),
+    #[error(transparent)]
+    Disturbed(#[from] Disturbed),
 }
 
 /// Run the audit end to end.
@@ -219,11 +221,97 @@ pub async fn audit_cluster(
     let usage = |e: anyhow::Error| AuditError::Usage(format!("{e:#}"));
     crate::cluster::scheduler_address(url).map_err(AuditError::Usage)?;
     let files = crate::cluster::scan_inputs(&cfg.inputs, cfg.allow_empty).map_err(usage)?;
+    let views = cluster_scratch(cfg).map_err(usage)?;
     let run = async {
         let ctx = crate::cluster::connect(url).await.map_err(usage)?;
-        audit_files(cfg, catalog, &ctx, &files, &Materialize::Never).await
+        audit_files(cfg, catalog, &ctx, &files, &views).await
     };
-    within(url, timeout, run).await?
+    let disturbed = |cause: &str| Disturbed {
+        url: url.to_string(),
+        cause: cause.chars().take(400).collect(),
+    };
+    match within(url, timeout, run).await? {
+        Ok(report) => match report.rule_errors.iter().find(|(_, e)| disturbance(e)) {
+            Some((rule, e)) => Err(disturbed(&format!("{rule}: {e}")).into()),
+            None => Ok(report),
+        },
+        Err(AuditError::Engine(e)) if disturbance(&e.to_string()) => {
+            Err(disturbed(&e.to_string()).into())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether a query error on a cluster says that the cluster was disturbed
+/// while the job ran, rather than that the query cannot run: Ballista 55's
+/// words for a job cancelled (`hvaudit scheduler` cancels the running jobs
+/// when it loses an executor), a task or stage that failed as often as the
+/// scheduler allows (a `FetchPartitionError` among them: shuffle output
+/// lost with its executor), executors lost, and results that cannot be
+/// fetched from an executor that is gone.
+pub fn disturbance(error: &str) -> bool {
+    const SIGNS: [&str; 8] = [
+        "failed: Cancelled",
+        "times, most recent failure reason",
+        "times, fail the stage",
+        "FetchPartitionError",
+        "FetchFailed",
+        "ResultLost",
+        "executors were lost",
+        "GrpcConnectionError",
+    ];
+    SIGNS.iter().any(|sign| error.contains(sign))
+}
+
+/// A cluster audit during which an executor was lost or a task failed.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the cluster at {url} was disturbed during the audit, so there is no report: an executor \
+     was lost or a task failed while the rules ran, and Ballista's re-run of the lost work can \
+     deliver rows twice; run the audit again once every executor runs (docs/cluster.md, \
+     \"When an executor dies\"). Cause: {cause}"
+)]
+pub struct Disturbed {
+    pub url: String,
+    pub cause: String,
+}
+
+/// Where a cluster audit has the executors write the views it computes
+/// once: a temp directory in `--spill-dir`, or else in the first input
+/// (a directory, or a file's directory), on the shared storage. It is
+/// hidden, so no later scan of the inputs reads it, and removed when the
+/// audit ends, fails or is interrupted.
+#[cfg(feature = "cluster")]
+fn cluster_scratch(cfg: &AuditConfig) -> anyhow::Result<Materialize> {
+    use anyhow::Context;
+    let parent = cluster_scratch_parent(cfg)?;
+    let dir = crate::signals::temp_dir_in(&parent).with_context(|| {
+        format!(
+            "cannot make a directory for the views in {} (choose one on storage every \
+             executor can write with --spill-dir)",
+            parent.display()
+        )
+    })?;
+    Ok(Materialize::OnCluster(Arc::new(dir)))
+}
+
+/// The directory in which a cluster audit makes its views' directory.
+#[cfg(feature = "cluster")]
+pub fn cluster_scratch_parent(cfg: &AuditConfig) -> anyhow::Result<PathBuf> {
+    use anyhow::Context;
+    let parent = match (&cfg.spill_dir, cfg.inputs.first()) {
+        (Some(dir), _) => dir.clone(),
+        (None, Some(input)) if input.is_dir() => input.clone(),
+        (None, Some(input)) => input
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."))
+            .to_path_buf(),
+        (None, None) => anyhow::bail!("no inputs"),
+    };
+    // Executors open it by the path the client gives.
+    std::fs::canonicalize(&parent)
+        .with_context(|| format!("the views' directory {}", parent.display()))
 }
 
 /// `work` on the cluster at `url`, given up after `timeout`: on a cluster

@@ -14,6 +14,7 @@ use ballista::prelude::{SessionConfigExt, SessionContextExt};
 use datafusion::error::Result;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -78,12 +79,46 @@ fn state_with_json_functions() -> Result<datafusion::execution::SessionState> {
 
 /// Run a scheduler on `bind` until the process ends.
 pub async fn run_scheduler(bind: SocketAddr, external_host: Option<String>) -> anyhow::Result<()> {
+    run_scheduler_with(bind, external_host, EXECUTOR_TIMEOUT).await
+}
+
+/// How long a scheduler waits for an executor's heartbeat before it counts
+/// the executor as lost: Ballista's default, three of a stock executor's
+/// 60 s heartbeats (ours beat every `HEARTBEAT`).
+pub const EXECUTOR_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(180);
+
+/// How often `hvaudit executor` tells the scheduler it is alive.
+const HEARTBEAT: u64 = 5;
+
+/// Run a scheduler that counts an executor as lost after `executor_timeout`
+/// without a heartbeat.
+///
+/// It never re-runs work for a job it has started (docs/cluster.md, "When an
+/// executor dies"): Ballista 55 re-runs a stage whose input was lost without
+/// withdrawing the output that the stage's earlier attempt had already
+/// passed on, so the job's rows of re-run tasks reach the client twice. So
+/// a failed task fails its stage and a failed stage (a `FetchPartitionError`
+/// among them) fails its job (`task_max_failures` and `stage_max_failures`
+/// 1), and before an executor is removed every running job is cancelled
+/// (`CancelOnLoss`): the client sees those jobs fail and reports the audit
+/// as disturbed. Jobs started afterwards run on the executors that are left.
+pub async fn run_scheduler_with(
+    bind: SocketAddr,
+    external_host: Option<String>,
+    executor_timeout: std::time::Duration,
+) -> anyhow::Result<()> {
     use ballista_scheduler::cluster::BallistaCluster;
     use ballista_scheduler::config::SchedulerConfig;
+    let timeout = executor_timeout.as_secs().max(2);
     let mut config = SchedulerConfig {
         bind_host: bind.ip().to_string(),
         bind_port: bind.port(),
         external_host: external_host.unwrap_or_else(|| bind.ip().to_string()),
+        task_max_failures: 1,
+        stage_max_failures: 1,
+        executor_timeout_seconds: timeout,
+        expire_dead_executor_interval_seconds: (timeout / 4).clamp(1, 15),
+        no_executors_grace_period_seconds: timeout,
         ..Default::default()
     };
     let json = state_with_json_functions()?;
@@ -92,10 +127,134 @@ pub async fn run_scheduler(bind: SocketAddr, external_host: Option<String>) -> a
             .with_config(cfg)
             .build())
     }));
-    let cluster = BallistaCluster::new_from_config(&config).await?;
+    config.validate()?;
+    let memory = BallistaCluster::new_from_config(&config).await?;
+    let scheduler = Arc::new(std::sync::OnceLock::new());
+    let state = CancelOnLoss {
+        inner: memory.cluster_state(),
+        scheduler: Arc::clone(&scheduler),
+    };
+    let cluster = BallistaCluster::new(Arc::new(state), memory.job_state());
+    let server = ballista_scheduler::scheduler_process::create_scheduler::<
+        LogicalPlanNode,
+        PhysicalPlanNode,
+    >(cluster, Arc::new(config))
+    .await?;
+    let _ = scheduler.set(server.clone());
     eprintln!("hvaudit: Ballista scheduler listening on {bind} (df://{bind})");
-    ballista_scheduler::scheduler_process::start_server(cluster, bind, Arc::new(config)).await?;
+    ballista_scheduler::scheduler_process::start_grpc_service(bind, server).await?;
     Ok(())
+}
+
+type Scheduler =
+    ballista_scheduler::scheduler_server::SchedulerServer<LogicalPlanNode, PhysicalPlanNode>;
+
+/// The scheduler's executors and free task slots (Ballista's in-memory
+/// state), with one change: an executor is removed only after every running
+/// job has been cancelled.
+///
+/// The cancellations are queued on the scheduler's event loop before the
+/// removal queues `ExecutorLost`, so the jobs end while their execution
+/// graphs are intact: their running tasks are stopped and their slots given
+/// back. Handled the other way round, `ExecutorLost` rolls back the stages
+/// that read the lost executor's output (whose re-run delivers rows twice)
+/// and loses the slots of the surviving executors' tasks in those stages, so
+/// the executors left can run nothing: the jobs stall (docs/cluster.md).
+struct CancelOnLoss {
+    inner: Arc<dyn ballista_scheduler::cluster::ClusterState>,
+    scheduler: Arc<std::sync::OnceLock<Scheduler>>,
+}
+
+mod delegate {
+    use super::CancelOnLoss;
+    use ballista_core::JobId;
+    use ballista_core::error::Result;
+    use ballista_core::serde::protobuf::ExecutorHeartbeat;
+    use ballista_core::serde::scheduler::{ExecutorData, ExecutorMetadata};
+    use ballista_scheduler::cluster::{
+        BoundTask, ClusterState, ClusterStateEventStream, ExecutorSlot,
+    };
+    use ballista_scheduler::config::TaskDistributionPolicy;
+    use ballista_scheduler::state::task_manager::JobInfoCache;
+    use std::collections::{HashMap, HashSet};
+    use std::sync::Arc;
+
+    #[async_trait::async_trait]
+    impl ClusterState for CancelOnLoss {
+        async fn init(&self) -> Result<()> {
+            self.inner.init().await
+        }
+
+        async fn bind_schedulable_tasks(
+            &self,
+            distribution: TaskDistributionPolicy,
+            active_jobs: Arc<HashMap<JobId, JobInfoCache>>,
+            executors: Option<HashSet<String>>,
+        ) -> Result<Vec<BoundTask>> {
+            self.inner
+                .bind_schedulable_tasks(distribution, active_jobs, executors)
+                .await
+        }
+
+        async fn unbind_tasks(&self, executor_slots: Vec<ExecutorSlot>) -> Result<()> {
+            self.inner.unbind_tasks(executor_slots).await
+        }
+
+        async fn register_executor(
+            &self,
+            metadata: ExecutorMetadata,
+            spec: ExecutorData,
+        ) -> Result<()> {
+            self.inner.register_executor(metadata, spec).await
+        }
+
+        async fn save_executor_metadata(&self, metadata: ExecutorMetadata) -> Result<()> {
+            self.inner.save_executor_metadata(metadata).await
+        }
+
+        async fn get_executor_metadata(&self, executor_id: &str) -> Result<ExecutorMetadata> {
+            self.inner.get_executor_metadata(executor_id).await
+        }
+
+        async fn registered_executor_metadata(&self) -> Vec<ExecutorMetadata> {
+            self.inner.registered_executor_metadata().await
+        }
+
+        async fn save_executor_heartbeat(&self, heartbeat: ExecutorHeartbeat) -> Result<()> {
+            self.inner.save_executor_heartbeat(heartbeat).await
+        }
+
+        async fn remove_executor(&self, executor_id: &str) -> Result<()> {
+            // Only for an executor that was there (removals can repeat).
+            let known = self.inner.get_executor_heartbeat(executor_id).is_some()
+                || self.inner.get_executor_metadata(executor_id).await.is_ok();
+            if let Some(scheduler) = self.scheduler.get().filter(|_| known) {
+                let running = scheduler.state.task_manager.get_running_job_cache();
+                for job_id in running.keys() {
+                    log::warn!(
+                        "executor {executor_id} lost: cancelling job {job_id} (a re-run of \
+                         its lost work could deliver rows twice)"
+                    );
+                    if let Err(e) = scheduler.cancel_job(job_id.clone()).await {
+                        log::error!("cannot cancel job {job_id}: {e}");
+                    }
+                }
+            }
+            self.inner.remove_executor(executor_id).await
+        }
+
+        fn executor_heartbeats(&self) -> HashMap<String, ExecutorHeartbeat> {
+            self.inner.executor_heartbeats()
+        }
+
+        fn get_executor_heartbeat(&self, executor_id: &str) -> Option<ExecutorHeartbeat> {
+            self.inner.get_executor_heartbeat(executor_id)
+        }
+
+        async fn cluster_state_events(&self) -> Result<ClusterStateEventStream> {
+            self.inner.cluster_state_events().await
+        }
+    }
 }
 
 /// What an executor needs to join a cluster.
@@ -130,6 +289,8 @@ pub async fn run_executor(opts: ExecutorOptions) -> anyhow::Result<()> {
         memory_pool_size: opts.memory_limit,
         // Wait for a scheduler that starts at the same time.
         scheduler_connect_timeout_seconds: 30,
+        // A killed executor is noticed within the scheduler's timeout.
+        executor_heartbeat_interval_seconds: HEARTBEAT,
         override_function_registry: Some(Arc::new((&json).into())),
         ..Default::default()
     };
@@ -147,21 +308,15 @@ pub async fn run_executor(opts: ExecutorOptions) -> anyhow::Result<()> {
 /// and for trying the cluster path on one machine. Must be called within a
 /// multi-threaded Tokio runtime that outlives the cluster's use.
 pub async fn start_in_process(executors: usize, vcores: usize) -> anyhow::Result<String> {
-    let free_port = || -> std::io::Result<u16> {
-        Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port())
-    };
-    let bind: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
-    tokio::spawn(run_scheduler(bind, None));
-    wait_for_ports(&[bind.port()]).await?;
+    let url = start_scheduler_in_process(EXECUTOR_TIMEOUT).await?;
+    let (_, scheduler_port) = scheduler_address(&url).map_err(anyhow::Error::msg)?;
     let mut ports = Vec::new();
     for _ in 0..executors {
         let work_dir = tempfile::tempdir()?.keep();
         let (port, grpc_port) = (free_port()?, free_port()?);
         ports.extend([port, grpc_port]);
         tokio::spawn(run_executor(ExecutorOptions {
-            scheduler: ("127.0.0.1".into(), bind.port()),
+            scheduler: ("127.0.0.1".into(), scheduler_port),
             bind_host: "127.0.0.1".into(),
             external_host: Some("127.0.0.1".into()),
             port,
@@ -174,7 +329,27 @@ pub async fn start_in_process(executors: usize, vcores: usize) -> anyhow::Result
     wait_for_ports(&ports).await?;
     // Registration follows the listeners within a heartbeat's handshake.
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    Ok(url)
+}
+
+/// A scheduler inside this process on a free 127.0.0.1 port, counting an
+/// executor as lost after `executor_timeout` without a heartbeat; returns
+/// its `df://` URL once it listens. Same runtime requirement as
+/// `start_in_process`.
+pub async fn start_scheduler_in_process(
+    executor_timeout: std::time::Duration,
+) -> anyhow::Result<String> {
+    let bind: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+    tokio::spawn(run_scheduler_with(bind, None, executor_timeout));
+    wait_for_ports(&[bind.port()]).await?;
     Ok(format!("df://127.0.0.1:{}", bind.port()))
+}
+
+/// A port nothing listens on now.
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 /// Wait (up to 60 s) until something listens on every port.

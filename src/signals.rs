@@ -36,8 +36,10 @@ pub fn install() {
                 if let Some(sig) = signals.forever().next() {
                     let temps = registry();
                     for p in temps.iter() {
-                        if std::fs::remove_file(p).is_err() {
+                        if p.is_dir() {
                             let _ = std::fs::remove_dir_all(p);
+                        } else {
+                            let _ = std::fs::remove_file(p);
                         }
                     }
                     // Still holding the lock: no new temp file can appear.
@@ -138,6 +140,46 @@ fn unregister(temps: &mut Vec<PathBuf>, path: &Path) {
     }
 }
 
+/// A `.hvaudit-*.tmp` directory that an interrupt removes with all it
+/// holds; removed (and unregistered) when dropped. For scratch files: the
+/// views a cluster audit has its executors write to shared storage, the
+/// Parquet an audit too large for memory reads its log into.
+pub struct TempDir {
+    path: PathBuf,
+}
+
+/// Create a registered temp directory in `dir`, named like [`temp_in`]'s
+/// files.
+pub fn temp_dir_in(dir: &Path) -> io::Result<TempDir> {
+    install();
+    let mut temps = registry();
+    let made = tempfile::Builder::new()
+        .prefix(&format!(
+            "{TEMP_PREFIX}{}-{}-",
+            host_tag(),
+            std::process::id()
+        ))
+        .suffix(".tmp")
+        .tempdir_in(dir)?;
+    let path = made.keep();
+    temps.push(path.clone());
+    Ok(TempDir { path })
+}
+
+impl TempDir {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let mut temps = registry();
+        let _ = std::fs::remove_dir_all(&self.path);
+        unregister(&mut temps, &self.path);
+    }
+}
+
 /// Rename a set of temp files into place as one step as far as interrupts
 /// go: a signal during the renames waits until they are all done, so a set
 /// of outputs is never left half renamed. After a failed rename the rest
@@ -181,47 +223,8 @@ pub struct Stale {
     pub kept: Vec<PathBuf>,
 }
 
-/// A `.hvaudit-*.tmp` directory of scratch files (an audit's converted
-/// log) that an interrupt removes with its content, as does dropping it.
-pub struct TempDir {
-    dir: Option<tempfile::TempDir>,
-}
-
-/// Create a registered scratch directory in `dir`, named as temp files are.
-pub fn temp_dir_in(dir: &Path) -> io::Result<TempDir> {
-    install();
-    let mut temps = registry();
-    let made = tempfile::Builder::new()
-        .prefix(&format!(
-            "{TEMP_PREFIX}{}-{}-",
-            host_tag(),
-            std::process::id()
-        ))
-        .suffix(".tmp")
-        .tempdir_in(dir)?;
-    temps.push(made.path().to_path_buf());
-    Ok(TempDir { dir: Some(made) })
-}
-
-impl TempDir {
-    pub fn path(&self) -> &Path {
-        self.dir.as_ref().expect("temp dir present").path()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let mut temps = registry();
-        if let Some(d) = self.dir.take() {
-            let path = d.path().to_path_buf();
-            drop(d); // removes it with its content
-            unregister(&mut temps, &path);
-        }
-    }
-}
-
-/// Remove the `.hvaudit-*.tmp` files (and scratch directories) directly in `dir` that a process of
-/// this host left and that no longer runs (SIGKILL, a power cut: nothing
+/// Remove the `.hvaudit-*.tmp` files and directories directly in `dir`
+/// that a process of this host left and that no longer runs (SIGKILL, a power cut: nothing
 /// could clean up). Those of other hosts (shared storage) are kept and
 /// listed.
 pub fn sweep_stale(dir: &Path) -> Stale {
@@ -238,7 +241,10 @@ pub fn sweep_stale(dir: &Path) -> Stale {
             .unwrap_or_default()
             .to_string_lossy()
             .into_owned();
-        if !(name.starts_with(TEMP_PREFIX) && name.ends_with(".tmp")) {
+        // Files, and scratch directories (a cluster audit's views, an
+        // audit's converted log).
+        let dir = path.is_dir();
+        if !(name.starts_with(TEMP_PREFIX) && name.ends_with(".tmp") && (dir || path.is_file())) {
             continue;
         }
         let pid = name
@@ -249,7 +255,7 @@ pub fn sweep_stale(dir: &Path) -> Stale {
             Some(pid) if pid == std::process::id() => {}
             Some(pid) if Path::new(&format!("/proc/{pid}")).exists() => {}
             Some(_) => {
-                let removed = if path.is_dir() {
+                let removed = if dir {
                     std::fs::remove_dir_all(&path)
                 } else {
                     std::fs::remove_file(&path)

@@ -95,6 +95,79 @@ fn findings_on_a_two_executor_cluster_equal_the_local_run() {
     assert!(local.totals().bad_lines >= 2);
     let cluster = on_cluster(&out).expect("cluster audit runs");
     assert_same(&local, &cluster);
+    // The views the executors wrote beside the inputs are gone.
+    assert_eq!(scratch_dirs(&out), Vec::<PathBuf>::new());
+}
+
+/// The `.hvaudit-*` entries directly in `dir` (where a cluster audit has
+/// its views written when no --spill-dir is given).
+fn scratch_dirs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(".hvaudit-")
+        })
+        .collect()
+}
+
+#[test]
+fn an_interrupted_cluster_audit_removes_its_views() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, parquet) = log_and_parquet(dir.path(), 33, 60_000);
+    let url = &CLUSTER.1;
+    let mut audit = std::process::Command::new(assert_cmd::cargo::cargo_bin("hvaudit"))
+        .args(["audit", "-q", "--format", "json", "--cluster", url])
+        .arg(&parquet)
+        .env_remove(hvaudit::engine::SETTINGS_VAR)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map(Reaped)
+        .unwrap();
+    // Interrupt it once the cluster has written a view.
+    let started = std::time::Instant::now();
+    let written = || {
+        scratch_dirs(&parquet).iter().any(|d| {
+            walkdir::WalkDir::new(d)
+                .into_iter()
+                .filter_map(Result::ok)
+                .any(|e| e.file_type().is_file())
+        })
+    };
+    while !written() {
+        assert!(
+            audit.0.try_wait().unwrap().is_none(),
+            "the audit ended before it wrote a view"
+        );
+        assert!(started.elapsed() < DEADLINE, "no view written");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = audit.0.id().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status();
+    assert!(sent.unwrap().success());
+    let status = audit.0.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    // The handler removed the directory, but the jobs the audit had running
+    // go on without it and may write their view again (the executors make
+    // the directories they write to): the next cluster audit's sweep (the
+    // same call) removes what they leave, once they are done.
+    let mut clean_since = None;
+    while clean_since.is_none_or(|t: std::time::Instant| t.elapsed().as_secs() < 3) {
+        hvaudit::signals::sweep_stale(&parquet);
+        match (scratch_dirs(&parquet).is_empty(), clean_since) {
+            (true, None) => clean_since = Some(std::time::Instant::now()),
+            (false, _) => clean_since = None,
+            _ => {}
+        }
+        assert!(started.elapsed() < DEADLINE, "the views stay");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }
 
 #[test]
@@ -250,4 +323,160 @@ fn a_cluster_without_executors_gives_up_at_the_timeout() {
             "{args:?} took {took:?}"
         );
     }
+}
+
+/// A child process, killed when dropped (also when a test fails half way).
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// An `hvaudit executor` process.
+struct ExecutorProcess {
+    child: Reaped,
+    work_dir: tempfile::TempDir,
+}
+
+impl ExecutorProcess {
+    /// Join the scheduler at `url` with `vcores` task slots; returns once
+    /// the executor listens (it registers right after).
+    fn start(url: &str, vcores: usize) -> ExecutorProcess {
+        let scheduler = url.trim_start_matches("df://");
+        let work_dir = tempfile::tempdir().unwrap();
+        let free = || hvaudit::cluster::free_port().unwrap();
+        let (port, grpc_port) = (free(), free());
+        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("hvaudit"))
+            .args(["executor", "--scheduler", scheduler])
+            .args(["--bind-host", "127.0.0.1", "--external-host", "127.0.0.1"])
+            .args([
+                "--port",
+                &port.to_string(),
+                "--grpc-port",
+                &grpc_port.to_string(),
+            ])
+            .args(["--vcores", &vcores.to_string()])
+            .arg("--work-dir")
+            .arg(work_dir.path())
+            .env("RUST_LOG", "error")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map(Reaped)
+            .unwrap();
+        let started = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", grpc_port)).is_err() {
+            assert!(started.elapsed() < DEADLINE, "the executor does not start");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        ExecutorProcess { child, work_dir }
+    }
+
+    /// How many shuffle files the executor has written (results that later
+    /// stages read from it).
+    fn shuffle_files(&self) -> usize {
+        walkdir::WalkDir::new(self.work_dir.path())
+            .into_iter()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_file())
+            .count()
+    }
+
+    /// SIGKILL: no goodbye to the scheduler.
+    fn kill(&mut self) {
+        self.child.0.kill().unwrap();
+        self.child.0.wait().unwrap();
+    }
+}
+
+/// An executor killed mid-audit (`replace`: and a new one started at once,
+/// so that the jobs could go on): the audit exits 2 saying the run was
+/// disturbed, or gives exactly the report of an undisturbed run; never
+/// another report.
+fn audit_with_an_executor_killed(seed: u64, replace: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, parquet) = log_and_parquet(dir.path(), seed, 60_000);
+    let undisturbed = audit_json(
+        &[std::ffi::OsStr::new("--in-place"), parquet.as_os_str()],
+        None,
+    );
+    // A cluster of its own: the other tests' cluster stays whole. Lost
+    // executors are noticed within seconds (ours beat every 5 s).
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let url = rt
+        .block_on(hvaudit::cluster::start_scheduler_in_process(
+            std::time::Duration::from_secs(12),
+        ))
+        .unwrap();
+    let _survivor = ExecutorProcess::start(&url, 1);
+    let mut victim = ExecutorProcess::start(&url, 1);
+    let (stdout, stderr) = (dir.path().join("stdout"), dir.path().join("stderr"));
+    let mut audit = std::process::Command::new(assert_cmd::cargo::cargo_bin("hvaudit"))
+        .args(["audit", "-q", "--format", "json", "--cluster", &url])
+        .args(["--timeout", "150s"])
+        .arg(&parquet)
+        // More partitions than task slots: stages run in waves, so the kill
+        // finds stages part done (which Ballista 55 re-runs whole).
+        .env(
+            hvaudit::engine::SETTINGS_VAR,
+            "datafusion.execution.target_partitions=8",
+        )
+        .stdout(std::fs::File::create(&stdout).unwrap())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .map(Reaped)
+        .unwrap();
+    // Kill it once it holds shuffle output of several jobs.
+    let started = std::time::Instant::now();
+    while victim.shuffle_files() < 40 {
+        assert!(
+            audit.0.try_wait().unwrap().is_none(),
+            "the audit ended before the executor held 40 shuffle files"
+        );
+        assert!(started.elapsed() < DEADLINE, "the executor got no task");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    victim.kill();
+    let _replacement = replace.then(|| ExecutorProcess::start(&url, 1));
+    let status = loop {
+        if let Some(status) = audit.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the audit did not end within {DEADLINE:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let (out, err) = (
+        std::fs::read_to_string(&stdout).unwrap(),
+        std::fs::read_to_string(&stderr).unwrap(),
+    );
+    match status.code() {
+        Some(2) => {
+            assert!(err.contains("was disturbed during the audit"), "{err}");
+            assert!(err.contains("run the audit again"), "{err}");
+            assert!(out.is_empty(), "a disturbed run writes no report: {out}");
+        }
+        Some(0 | 1) => assert!(out == undisturbed, "a report unlike the undisturbed one"),
+        other => panic!("exit {other:?}: {err}"),
+    }
+    eprintln!(
+        "executor killed (replaced: {replace}): exit {:?}, {err}",
+        status.code()
+    );
+}
+
+#[test]
+fn an_executor_killed_mid_audit_never_gives_another_report() {
+    audit_with_an_executor_killed(31, false);
+}
+
+#[test]
+fn an_executor_killed_and_replaced_mid_audit_never_gives_another_report() {
+    audit_with_an_executor_killed(32, true);
 }

@@ -232,6 +232,10 @@ fn on_cluster(
     quiet: bool,
 ) -> anyhow::Result<crate::Report> {
     let timeout = crate::cli::cluster_timeout(timeout);
+    // The views' directories that interrupted runs (and their jobs) left.
+    if let Ok(dir) = crate::audit::cluster_scratch_parent(cfg) {
+        super::report_stale(&dir, quiet, false);
+    }
     let report = block_on(crate::audit::audit_cluster(cfg, catalog, url, timeout))?;
     if !quiet {
         let total = crate::InputSummary::total(&report.inputs);

@@ -39,6 +39,11 @@ pub enum Materialize {
     /// Parquet files in a directory (an in-place audit, whose memory is for
     /// the query operators: at 6 GB the views held in memory were 1-2 GB).
     OnDisk(Arc<ViewFiles>),
+    /// Parquet files that the cluster's executors write to a directory on
+    /// the shared storage and read back (a cluster audit): each view is
+    /// computed once, not once per rule that reads it. The directory goes
+    /// when the last clone is dropped, or on an interrupt.
+    OnCluster(Arc<crate::signals::TempDir>),
 }
 
 /// The files of views materialized on disk. They are temp files: removed
@@ -94,6 +99,9 @@ async fn register_view(
             }
             Materialize::OnDisk(files) if v.materialize => {
                 write_view(ctx, &v.name, df, files).await
+            }
+            Materialize::OnCluster(dir) if v.materialize => {
+                write_on_cluster(ctx, &v.name, df, dir).await
             }
             _ => ctx.register_table(&v.name, df.into_view()).map(drop),
         }
@@ -164,6 +172,46 @@ async fn write_view(
         .unwrap_or_else(|e| e.into_inner())
         .push(temp);
     let options = datafusion::prelude::ParquetReadOptions::default().file_extension(".tmp");
+    ctx.register_parquet(name, &path, options).await
+}
+
+/// Have the cluster write a view's rows as Parquet into `dir/NAME/` (one
+/// file per partition of its last stage, written by the executors) and
+/// register those files under the view's name.
+async fn write_on_cluster(
+    ctx: &SessionContext,
+    name: &str,
+    df: datafusion::dataframe::DataFrame,
+    dir: &crate::signals::TempDir,
+) -> datafusion::error::Result<()> {
+    use datafusion::config::TableParquetOptions;
+    use datafusion::dataframe::DataFrameWriteOptions;
+    let place = dir.path().join(name);
+    let failed = |e: std::io::Error| {
+        DataFusionError::Execution(format!(
+            "cannot write view {name} in {}: {e} (choose another --spill-dir on storage every \
+             executor can write)",
+            dir.path().display()
+        ))
+    };
+    // There even when no partition has a row.
+    std::fs::create_dir_all(&place).map_err(failed)?;
+    let path = place.to_str().map(|p| format!("{p}/")).ok_or_else(|| {
+        DataFusionError::Execution(format!(
+            "cannot write view {name} in {}: the path is not UTF-8 (choose another --spill-dir)",
+            dir.path().display()
+        ))
+    })?;
+    // As for the views written in place (write_view).
+    let mut options = TableParquetOptions::default();
+    options.global.compression = Some("uncompressed".into());
+    options.global.dictionary_enabled = Some(false);
+    options.global.statistics_enabled = Some("none".into());
+    options.global.max_row_group_size = VIEW_ROW_GROUP;
+    let schema = df.schema().inner().clone();
+    df.write_parquet(&path, DataFrameWriteOptions::new(), Some(options))
+        .await?;
+    let options = datafusion::prelude::ParquetReadOptions::default().schema(&schema);
     ctx.register_parquet(name, &path, options).await
 }
 
