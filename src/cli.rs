@@ -353,11 +353,21 @@ pub enum RulesAction {
         /// List what this selection resolves to (as `audit` takes it).
         #[command(flatten)]
         selection: RuleSelection,
+        /// `text`: one line per rule; `md`: the Markdown reference with every
+        /// rule's explanation (docs/rules.md).
+        #[arg(long, value_enum, default_value_t = RulesListFormat::Text)]
+        format: RulesListFormat,
     },
     /// Show a rule's condition, interpretation choices and an example.
     Explain { id: String },
     /// Check rule files in a directory: headers parse and the SQL plans.
     Lint { dir: PathBuf },
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RulesListFormat {
+    Text,
+    Md,
 }
 
 #[derive(Args, Debug)]
