@@ -70,6 +70,20 @@ pub enum Command {
         #[command(subcommand)]
         action: ConfigAction,
     },
+    /// Write a shell completion script to stdout.
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man page (roff) to stdout, or every command's page to a
+    /// directory.
+    Man {
+        /// Write hvaudit.1 and one page per subcommand (hvaudit-audit.1,
+        /// ...) into this directory.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Run a Ballista scheduler (for `--cluster df://HOST:PORT`).
     #[cfg(feature = "cluster")]
     Scheduler(SchedulerArgs),

@@ -6,6 +6,7 @@ mod cli;
 #[cfg(feature = "cluster")]
 mod cluster;
 mod common;
+mod completions;
 mod docs;
 mod ev_table;
 mod fixtures_outcome;

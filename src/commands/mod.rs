@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod config;
 pub mod convert;
 pub mod diff;
+pub mod generate;
 pub mod replay;
 pub mod rules;
 pub mod sql;
