@@ -276,10 +276,11 @@ pub enum ConfigAction {
 }
 
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("script").args(["query", "file"])))]
 pub struct SqlArgs {
     #[command(flatten)]
     pub input: InputArgs,
-    /// The query to run.
+    /// The query to run (several separated by ';').
     #[arg(
         short = 'e',
         long = "execute",
@@ -290,9 +291,15 @@ pub struct SqlArgs {
     /// Run the queries in this file (separated by ';').
     #[arg(short, long, value_name = "FILE")]
     pub file: Option<PathBuf>,
-    /// Output format.
+    /// Output format. Several statements make one document: in json an
+    /// array of each statement's array, in csv one header and its rows per
+    /// statement with a blank line between, in ndjson all rows in order.
     #[arg(long, value_enum, default_value_t = SqlFormat::Table)]
     pub format: SqlFormat,
+    /// With -e or -f: write the results here instead of stdout (a file is
+    /// replaced atomically once every statement ran; `-` is stdout).
+    #[arg(short, long, value_name = "FILE", requires = "script")]
+    pub output: Option<PathBuf>,
     /// Run on a Ballista cluster (df://HOST:PORT) over Parquet from `convert`.
     #[arg(long, value_name = "URL", conflicts_with = "in_place")]
     pub cluster: Option<String>,

@@ -1,12 +1,14 @@
 //! `hvaudit sql`: ad hoc SQL over the normalized tables.
 
-pub use super::sql_output::write_batches;
+pub use super::sql_output::{Results, write_batches};
 use crate::audit::block_on;
 use crate::cli::{SqlArgs, SqlFormat};
 use crate::engine::{self, EngineOptions, RuleSettings};
+use crate::output::{Output, refuse_inputs};
 use crate::rules::{self, catalog::Catalog};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::prelude::SessionContext;
+use std::path::Path;
 
 pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
     let script = match (&args.query, &args.file) {
@@ -22,6 +24,20 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
             "standard input (`-`) is the log here, so it cannot also be the prompt; \
              give the queries with -e QUERY or -f FILE"
         );
+    }
+    let outputs: Vec<(&str, &Path)> = args.output.iter().map(|p| ("-o", p.as_path())).collect();
+    if let (Some(out), Some(file)) = (&args.output, &args.file)
+        && same_file(out, file)
+    {
+        anyhow::bail!(
+            "-o {} is the query file; writing it would destroy the queries; choose another output path",
+            crate::ingest::inputs::shown_path(out)
+        );
+    }
+    if !outputs.is_empty() && (args.in_place || args.cluster.is_some()) {
+        // The loaded path checks when it expands the inputs.
+        let (found, _) = crate::ingest::inputs::expand(&args.input.paths, true)?;
+        refuse_inputs(&outputs, &found)?;
     }
     let cluster = args.cluster.clone();
     // On a cluster, each statement (and the connection) within --timeout.
@@ -54,7 +70,7 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
                 ctx
             }
             None => {
-                let ingested = super::load(&args.input, quiet, &[], super::MAX_BAD_LINES)?;
+                let ingested = super::load(&args.input, quiet, &outputs, super::MAX_BAD_LINES)?;
                 let ctx = local()?;
                 engine::register_tables(&ctx, &ingested)?;
                 ctx
@@ -74,17 +90,49 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
         }
         match script {
             Some(s) => {
-                for stmt in split_statements(&s) {
-                    if crate::output::stdout_closed() {
-                        break; // the reader went away (`| head`)
-                    }
-                    on_time(limit, run_query(&ctx, &stmt, args.format)).await?;
-                }
+                let path = args.output.as_deref().unwrap_or(Path::new("-"));
+                run_script(&ctx, &s, args.format, path, limit).await?;
                 Ok(0)
             }
             None => interactive(&ctx, args.format, limit).await,
         }
     })
+}
+
+/// Run every statement of `script`, their results written to `path` as one
+/// document. A regular file is only replaced when all of them succeeded.
+async fn run_script(
+    ctx: &SessionContext,
+    script: &str,
+    format: SqlFormat,
+    path: &Path,
+    limit: Option<(&str, std::time::Duration)>,
+) -> anyhow::Result<()> {
+    let statements = split_statements(script);
+    let mut out = Output::create(path)?;
+    let mut results = Results::new(format, statements.len());
+    let to_stdout = path.as_os_str() == "-";
+    let filled = async {
+        for stmt in &statements {
+            if to_stdout && crate::output::stdout_closed() {
+                break; // the reader went away (`| head`)
+            }
+            let batches = on_time(limit, query(ctx, stmt)).await?;
+            results.write(&batches, out.writer())?;
+        }
+        results.finish(out.writer())
+    }
+    .await;
+    out.close(filled)
+}
+
+/// Whether two paths name one existing file.
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
 }
 
 #[cfg(feature = "cluster")]
@@ -159,16 +207,24 @@ pub fn split_statements(script: &str) -> Vec<String> {
     out
 }
 
-async fn run_query(ctx: &SessionContext, sql: &str, format: SqlFormat) -> anyhow::Result<()> {
+/// One statement's result: at least one batch, so that an empty result
+/// still has its columns (a CSV header, table heads).
+async fn query(ctx: &SessionContext, sql: &str) -> anyhow::Result<Vec<RecordBatch>> {
     let failed = |e| anyhow::anyhow!("query failed: {e}");
     let df = ctx.sql(sql).await.map_err(failed)?;
     let schema = std::sync::Arc::new(df.schema().as_arrow().clone());
     let mut batches = df.collect().await.map_err(failed)?;
     if batches.is_empty() {
-        // An empty result still has its columns (a CSV header, table heads).
         batches.push(RecordBatch::new_empty(schema));
     }
-    crate::output::to_stdout(|out| write_batches(&batches, format, out))
+    Ok(batches)
+}
+
+/// One statement's result on standard output, as the prompt shows it.
+async fn run_query(ctx: &SessionContext, sql: &str, format: SqlFormat) -> anyhow::Result<()> {
+    let batches = query(ctx, sql).await?;
+    let mut results = Results::new(format, 1);
+    crate::output::to_stdout(|out| results.write(&batches, out))
 }
 
 /// A prompt with history and multi-line input: a statement ends at ';'.

@@ -3,6 +3,12 @@
 //! value's text in a table or CSV), nested values (lists, structs, maps) as
 //! JSON in CSV. Text from the log is made harmless for where it lands:
 //! escaped for a terminal, defused for a spreadsheet.
+//!
+//! Several statements in one run make one document per format: json, an
+//! array holding each statement's array of rows; ndjson, every statement's
+//! rows one after another; csv, each statement's header and rows, a blank
+//! line between two; table, one table each. A statement that returns no
+//! columns (CREATE VIEW, SET) writes nothing but its `[]` in json.
 
 use crate::cli::SqlFormat;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray, UnionArray};
@@ -16,50 +22,138 @@ use std::collections::hash_map::Entry;
 use std::io::Write;
 use std::sync::Arc;
 
+/// The results of a run's statements, written one at a time into one
+/// document.
+pub struct Results {
+    format: SqlFormat,
+    /// More than one statement: json wraps their arrays in one.
+    several: bool,
+    /// Results written so far (those with columns, for csv's separator).
+    written: usize,
+    with_columns: usize,
+    /// Say "0 rows" under an empty table (the shell says it itself).
+    note_empty: bool,
+}
+
+impl Results {
+    /// For a run of `statements` statements.
+    pub fn new(format: SqlFormat, statements: usize) -> Results {
+        Results {
+            format,
+            several: statements > 1,
+            written: 0,
+            with_columns: 0,
+            note_empty: true,
+        }
+    }
+
+    /// Without the "0 rows" line under an empty table.
+    pub fn without_row_note(mut self) -> Results {
+        self.note_empty = false;
+        self
+    }
+
+    /// One statement's result (at least one batch, maybe empty).
+    pub fn write(&mut self, batches: &[RecordBatch], out: &mut dyn Write) -> anyhow::Result<()> {
+        let columns = batches.first().is_some_and(|b| b.num_columns() > 0);
+        match self.format {
+            SqlFormat::Json if self.several => {
+                out.write_all(if self.written == 0 { b"[\n" } else { b",\n" })?;
+                json_array(batches, out)?;
+            }
+            SqlFormat::Json => {
+                json_array(batches, out)?;
+                writeln!(out)?;
+            }
+            _ if !columns => {}
+            SqlFormat::Csv => {
+                if self.with_columns > 0 {
+                    writeln!(out)?;
+                }
+                write_batches(batches, SqlFormat::Csv, out)?;
+            }
+            SqlFormat::Table if !self.note_empty => table(batches, false, out)?,
+            format => write_batches(batches, format, out)?,
+        }
+        self.written += 1;
+        self.with_columns += usize::from(columns);
+        Ok(())
+    }
+
+    /// Close the document (json's outer array).
+    pub fn finish(&mut self, out: &mut dyn Write) -> anyhow::Result<()> {
+        if self.format == SqlFormat::Json && self.several {
+            if self.written == 0 {
+                out.write_all(b"[")?;
+            }
+            out.write_all(b"\n]\n")?;
+        }
+        Ok(())
+    }
+}
+
 /// Render query results (at least one batch, maybe empty) in `format`.
 pub fn write_batches(
     batches: &[RecordBatch],
     format: SqlFormat,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    use datafusion::arrow::{csv, json, util::pretty};
+    use datafusion::arrow::{csv, json};
     match format {
-        SqlFormat::Table => {
-            let shown = batches
-                .iter()
-                .map(|b| convert(b, Target::Table))
-                .collect::<Result<Vec<_>, _>>()?;
-            writeln!(out, "{}", pretty::pretty_format_batches(&shown)?)?;
-            if shown.iter().all(|b| b.num_rows() == 0) {
-                writeln!(out, "0 rows")?;
-            }
-        }
+        SqlFormat::Table => table(batches, true, out)?,
         SqlFormat::Csv => {
             let mut w = csv::WriterBuilder::new().with_header(true).build(out);
             for b in batches {
                 w.write(&convert(b, Target::Csv)?)?;
             }
         }
-        SqlFormat::Json | SqlFormat::Ndjson => {
-            let json = batches
-                .iter()
-                .map(|b| convert(b, Target::Json))
-                .collect::<Result<Vec<_>, _>>()?;
+        SqlFormat::Json => {
+            json_array(batches, out)?;
+            writeln!(out)?;
+        }
+        SqlFormat::Ndjson => {
+            let json = for_json(batches)?;
             let refs: Vec<&RecordBatch> = json.iter().collect();
-            let builder = json::WriterBuilder::new().with_encoder_factory(Arc::new(RawJson));
-            if format == SqlFormat::Json {
-                // An empty result is `[]`.
-                let mut w = builder.build::<_, json::writer::JsonArray>(&mut *out);
-                w.write_batches(&refs)?;
-                w.finish()?;
-                writeln!(out)?;
-            } else {
-                let mut w = builder.build::<_, json::writer::LineDelimited>(&mut *out);
-                w.write_batches(&refs)?;
-                w.finish()?;
-            }
+            let mut w = json::WriterBuilder::new()
+                .with_encoder_factory(Arc::new(RawJson))
+                .build::<_, json::writer::LineDelimited>(&mut *out);
+            w.write_batches(&refs)?;
+            w.finish()?;
         }
     }
+    Ok(())
+}
+
+fn table(batches: &[RecordBatch], note_empty: bool, out: &mut dyn Write) -> anyhow::Result<()> {
+    let shown = batches
+        .iter()
+        .map(|b| convert(b, Target::Table))
+        .collect::<Result<Vec<_>, _>>()?;
+    writeln!(
+        out,
+        "{}",
+        datafusion::arrow::util::pretty::pretty_format_batches(&shown)?
+    )?;
+    if note_empty && shown.iter().all(|b| b.num_rows() == 0) {
+        writeln!(out, "0 rows")?;
+    }
+    Ok(())
+}
+
+fn for_json(batches: &[RecordBatch]) -> anyhow::Result<Vec<RecordBatch>> {
+    batches.iter().map(|b| convert(b, Target::Json)).collect()
+}
+
+/// The rows as one JSON array (`[]` when there are none), no newline.
+fn json_array(batches: &[RecordBatch], out: &mut dyn Write) -> anyhow::Result<()> {
+    use datafusion::arrow::json;
+    let json = for_json(batches)?;
+    let refs: Vec<&RecordBatch> = json.iter().collect();
+    let mut w = json::WriterBuilder::new()
+        .with_encoder_factory(Arc::new(RawJson))
+        .build::<_, json::writer::JsonArray>(&mut *out);
+    w.write_batches(&refs)?;
+    w.finish()?;
     Ok(())
 }
 
@@ -76,6 +170,9 @@ const RAW_JSON: &str = "hvaudit.raw_json";
 
 /// The batch as `target` can write it.
 fn convert(batch: &RecordBatch, target: Target) -> anyhow::Result<RecordBatch> {
+    if batch.num_columns() == 0 {
+        return Ok(batch.clone()); // CREATE VIEW, SET: nothing to convert
+    }
     let mut fields = Vec::with_capacity(batch.num_columns());
     let mut cols: Vec<ArrayRef> = Vec::with_capacity(batch.num_columns());
     for (field, col) in batch.schema().fields().iter().zip(batch.columns()) {
