@@ -21,5 +21,6 @@ mod roundtrip;
 mod rules_flow;
 mod rules_shape;
 mod sql_output;
+mod sql_shell;
 mod synth;
 mod user_rules;

@@ -11,6 +11,7 @@ pub mod replay;
 pub mod rules;
 pub mod sql;
 mod sql_output;
+mod sql_shell;
 pub mod synth;
 
 use crate::cli::InputArgs;

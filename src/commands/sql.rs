@@ -94,7 +94,7 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
                 run_script(&ctx, &s, args.format, path, limit).await?;
                 Ok(0)
             }
-            None => interactive(&ctx, args.format, limit).await,
+            None => super::sql_shell::shell(&ctx, args.format, limit).await,
         }
     })
 }
@@ -159,7 +159,7 @@ async fn cluster_session(
 }
 
 /// `work`, given up at `limit` (the cluster and its --timeout) if any.
-async fn on_time<T>(
+pub(super) async fn on_time<T>(
     limit: Option<(&str, std::time::Duration)>,
     work: impl std::future::Future<Output = anyhow::Result<T>>,
 ) -> anyhow::Result<T> {
@@ -209,71 +209,16 @@ pub fn split_statements(script: &str) -> Vec<String> {
 
 /// One statement's result: at least one batch, so that an empty result
 /// still has its columns (a CSV header, table heads).
-async fn query(ctx: &SessionContext, sql: &str) -> anyhow::Result<Vec<RecordBatch>> {
-    let failed = |e| anyhow::anyhow!("query failed: {e}");
-    let df = ctx.sql(sql).await.map_err(failed)?;
+pub(super) async fn query(ctx: &SessionContext, sql: &str) -> anyhow::Result<Vec<RecordBatch>> {
+    let failed = |e| anyhow::anyhow!("query failed: {}", super::sql_shell::readable(&e));
+    let sql = super::sql_shell::show_tables(sql).unwrap_or_else(|| sql.to_string());
+    let df = ctx.sql(&sql).await.map_err(failed)?;
     let schema = std::sync::Arc::new(df.schema().as_arrow().clone());
     let mut batches = df.collect().await.map_err(failed)?;
     if batches.is_empty() {
         batches.push(RecordBatch::new_empty(schema));
     }
     Ok(batches)
-}
-
-/// One statement's result on standard output, as the prompt shows it.
-async fn run_query(ctx: &SessionContext, sql: &str, format: SqlFormat) -> anyhow::Result<()> {
-    let batches = query(ctx, sql).await?;
-    let mut results = Results::new(format, 1);
-    crate::output::to_stdout(|out| results.write(&batches, out))
-}
-
-/// A prompt with history and multi-line input: a statement ends at ';'.
-async fn interactive(
-    ctx: &SessionContext,
-    format: SqlFormat,
-    limit: Option<(&str, std::time::Duration)>,
-) -> anyhow::Result<u8> {
-    let mut rl = rustyline::DefaultEditor::new()?;
-    let history =
-        std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".hvaudit_history"));
-    if let Some(h) = &history {
-        let _ = rl.load_history(h);
-    }
-    eprintln!(
-        "tables: events, evidence, bad_lines (and views such as tasks); end statements with ';', quit with \\q or Ctrl-D"
-    );
-    let mut buf = String::new();
-    loop {
-        let prompt = if buf.is_empty() {
-            "hvaudit> "
-        } else {
-            "     ..> "
-        };
-        match rl.readline(prompt) {
-            Ok(line) => {
-                if buf.is_empty() && matches!(line.trim(), "\\q" | "quit" | "exit") {
-                    break;
-                }
-                buf.push_str(&line);
-                buf.push('\n');
-                if line.trim_end().ends_with(';') {
-                    let _ = rl.add_history_entry(buf.trim());
-                    for stmt in split_statements(&buf) {
-                        if let Err(e) = on_time(limit, run_query(ctx, &stmt, format)).await {
-                            eprintln!("{e}");
-                        }
-                    }
-                    buf.clear();
-                }
-            }
-            Err(rustyline::error::ReadlineError::Interrupted) => buf.clear(),
-            Err(_) => break,
-        }
-    }
-    if let Some(h) = &history {
-        let _ = rl.save_history(h);
-    }
-    Ok(0)
 }
 
 #[cfg(test)]
