@@ -293,7 +293,8 @@ pub struct SqlArgs {
     pub file: Option<PathBuf>,
     /// Output format. Several statements make one document: in json an
     /// array of each statement's array, in csv one header and its rows per
-    /// statement with a blank line between, in ndjson all rows in order.
+    /// statement with a blank line between, in ndjson all rows in order;
+    /// parquet takes one statement that returns rows.
     #[arg(long, value_enum, default_value_t = SqlFormat::Table)]
     pub format: SqlFormat,
     /// With -e or -f: write the results here instead of stdout (a file is
@@ -456,6 +457,9 @@ pub enum SqlFormat {
     Csv,
     Json,
     Ndjson,
+    /// One statement's result as a Parquet file (zstd); needs -o FILE or
+    /// a stdout that is not a terminal.
+    Parquet,
 }
 
 /// A directory that exists, checked before any input is read.

@@ -70,7 +70,7 @@ fn bash_completes_commands_options_and_their_values() {
     );
     assert_eq!(
         bash_completes(&script, &["hvaudit", "sql", "--format", ""]),
-        ["table", "csv", "json", "ndjson"]
+        ["table", "csv", "json", "ndjson", "parquet"]
     );
     assert_eq!(
         bash_completes(&script, &["hvaudit", "rules", "list", "--format", ""]),

@@ -226,3 +226,69 @@ fn an_output_that_is_the_log_or_the_query_file_is_refused() {
     assert_eq!(code, Some(2), "{err}");
     assert!(!dir.path().join("x").exists());
 }
+
+#[test]
+fn parquet_holds_one_result_with_every_type() {
+    use datafusion::arrow::array::{Array, AsArray};
+    use datafusion::arrow::datatypes::{DataType, Int64Type};
+    use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let dir = tempfile::tempdir().unwrap();
+    let log = log(dir.path());
+    let out = dir.path().join("out.parquet");
+    let script = format!("CREATE VIEW v AS SELECT 1 AS x; {UNION}");
+    let (code, _, err) = sql_run(
+        &log,
+        &[
+            "--format",
+            "parquet",
+            "-o",
+            out.to_str().unwrap(),
+            "-e",
+            &script,
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let file = std::fs::File::open(&out).unwrap();
+    let batches: Vec<_> = ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let b = datafusion::arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap();
+    assert_eq!(b.num_rows(), 2);
+    let text = |name: &str, row: usize| {
+        let col = b.column_by_name(name).unwrap();
+        let col = datafusion::arrow::compute::cast(col, &DataType::Utf8).unwrap();
+        col.as_string::<i32>().value(row).to_string()
+    };
+    assert_eq!(text("id", 0), "e1");
+    // The JSON functions' union values as their JSON text.
+    assert_eq!((text("n", 0), text("n", 1)), ("7".into(), "2.5".into()));
+    assert_eq!(text("t", 0), "\"t1\"");
+    assert_eq!(text("o", 0), r#"{"k":[1,true]}"#);
+    assert!(b.column_by_name("o").unwrap().is_null(1));
+    // A list stays a list.
+    let a = b.column_by_name("a").unwrap().as_list::<i32>().value(0);
+    assert_eq!(a.as_primitive::<Int64Type>().values(), &[1, 2]);
+    // Two results cannot share one file: nothing is written.
+    let two = dir.path().join("two.parquet");
+    let (code, _, err) = sql_run(
+        &log,
+        &[
+            "--format",
+            "parquet",
+            "-o",
+            two.to_str().unwrap(),
+            "-e",
+            "SELECT 1; SELECT 2",
+        ],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("one result"), "{err}");
+    assert!(!two.exists());
+    // The prompt has no file to write.
+    let (code, _, err) = sql_run(&log, &["--format", "parquet"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("-e or -f"), "{err}");
+}

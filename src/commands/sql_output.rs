@@ -8,11 +8,13 @@
 //! array holding each statement's array of rows; ndjson, every statement's
 //! rows one after another; csv, each statement's header and rows, a blank
 //! line between two; table, one table each. A statement that returns no
-//! columns (CREATE VIEW, SET) writes nothing but its `[]` in json.
+//! columns (CREATE VIEW, SET) writes nothing but its `[]` in json. A
+//! Parquet file holds one table: one statement of the run may return
+//! columns (union values become their JSON text, nested types stay).
 
 use crate::cli::SqlFormat;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray, UnionArray};
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::json::writer::{
     Encoder, EncoderFactory, EncoderOptions, NullableEncoder, make_encoder,
@@ -33,6 +35,8 @@ pub struct Results {
     with_columns: usize,
     /// Say "0 rows" under an empty table (the shell says it itself).
     note_empty: bool,
+    /// The result a Parquet file gets, written at the end.
+    parquet: Vec<RecordBatch>,
 }
 
 impl Results {
@@ -44,6 +48,7 @@ impl Results {
             written: 0,
             with_columns: 0,
             note_empty: true,
+            parquet: Vec::new(),
         }
     }
 
@@ -66,6 +71,19 @@ impl Results {
                 writeln!(out)?;
             }
             _ if !columns => {}
+            SqlFormat::Parquet => {
+                if self.with_columns > 0 {
+                    anyhow::bail!(
+                        "--format parquet holds one result, and statement {} is the second to \
+                         return columns; run it on its own",
+                        self.written + 1
+                    );
+                }
+                self.parquet = batches
+                    .iter()
+                    .map(|b| convert(b, Target::Parquet))
+                    .collect::<anyhow::Result<_>>()?;
+            }
             SqlFormat::Csv => {
                 if self.with_columns > 0 {
                     writeln!(out)?;
@@ -80,13 +98,19 @@ impl Results {
         Ok(())
     }
 
-    /// Close the document (json's outer array).
+    /// Close the document (json's outer array, the Parquet file).
     pub fn finish(&mut self, out: &mut dyn Write) -> anyhow::Result<()> {
         if self.format == SqlFormat::Json && self.several {
             if self.written == 0 {
                 out.write_all(b"[")?;
             }
             out.write_all(b"\n]\n")?;
+        }
+        if self.format == SqlFormat::Parquet {
+            let Some(first) = self.parquet.first() else {
+                anyhow::bail!("--format parquet: no statement returned columns to write");
+            };
+            out.write_all(&parquet_file(first.schema(), &self.parquet)?)?;
         }
         Ok(())
     }
@@ -111,6 +135,17 @@ pub fn write_batches(
             json_array(batches, out)?;
             writeln!(out)?;
         }
+        SqlFormat::Parquet => {
+            let converted = batches
+                .iter()
+                .map(|b| convert(b, Target::Parquet))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let schema = match converted.first() {
+                Some(b) => b.schema(),
+                None => anyhow::bail!("no result to write as Parquet"),
+            };
+            out.write_all(&parquet_file(schema, &converted)?)?;
+        }
         SqlFormat::Ndjson => {
             let json = for_json(batches)?;
             let refs: Vec<&RecordBatch> = json.iter().collect();
@@ -122,6 +157,22 @@ pub fn write_batches(
         }
     }
     Ok(())
+}
+
+/// The batches as one Parquet file (zstd), in memory: the writer needs an
+/// output it can own, and the result is held in memory already.
+fn parquet_file(schema: SchemaRef, batches: &[RecordBatch]) -> anyhow::Result<Vec<u8>> {
+    use datafusion::parquet::arrow::ArrowWriter;
+    use datafusion::parquet::basic::{Compression, ZstdLevel};
+    use datafusion::parquet::file::properties::WriterProperties;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
+        .build();
+    let mut w = ArrowWriter::try_new(Vec::new(), schema, Some(props))?;
+    for b in batches {
+        w.write(b)?;
+    }
+    Ok(w.into_inner()?)
 }
 
 fn table(batches: &[RecordBatch], note_empty: bool, out: &mut dyn Write) -> anyhow::Result<()> {
@@ -162,6 +213,9 @@ enum Target {
     Table,
     Csv,
     Json,
+    /// Unions as their JSON text (Parquet has no union type); everything
+    /// else as it is.
+    Parquet,
 }
 
 /// Field metadata marking a text column that holds JSON to be written as it
@@ -198,6 +252,7 @@ fn column(field: &FieldRef, col: &ArrayRef, target: Target) -> anyhow::Result<(F
                 text_field(Some(RAW_JSON)),
                 Arc::new(union_text(union, true)?),
             ),
+            Target::Parquet => (text_field(None), Arc::new(union_text(union, true)?)),
             Target::Table => (
                 text_field(None),
                 Arc::new(shown(&union_text(union, false)?)),
@@ -208,7 +263,7 @@ fn column(field: &FieldRef, col: &ArrayRef, target: Target) -> anyhow::Result<(F
             ),
         });
     }
-    if target == Target::Json {
+    if matches!(target, Target::Json | Target::Parquet) {
         return Ok((field.as_ref().clone(), Arc::clone(col)));
     }
     if is_text(col.data_type()) {
