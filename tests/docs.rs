@@ -137,3 +137,32 @@ fn rules_explain_names_the_protocol_sections() {
     );
     assert!(text.contains("docs/rules.md"), "{text}");
 }
+
+#[test]
+fn the_repository_cites_no_notes_it_does_not_hold() {
+    // Names put together here, so that this file does not hold them.
+    let absent = ["RULES", "SPEC-NOTES"].map(|n| format!("{n}.md"));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![root.join("README.md")];
+    for dir in ["src", "queries", "docs", "tests", "benches", "samples"] {
+        for entry in walkdir::WalkDir::new(root.join(dir)) {
+            let entry = entry.unwrap();
+            if entry.file_type().is_file() && !entry.path().starts_with(root.join("tests/fixtures"))
+            {
+                files.push(entry.into_path());
+            }
+        }
+    }
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue; // not text
+        };
+        for name in &absent {
+            assert!(
+                !text.contains(name.as_str()),
+                "{} cites {name}; point at docs/rules.md or docs/protocol.md",
+                file.display()
+            );
+        }
+    }
+}
