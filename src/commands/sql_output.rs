@@ -30,7 +30,8 @@ pub struct Results {
     format: SqlFormat,
     /// More than one statement: json wraps their arrays in one.
     several: bool,
-    /// Results written so far (those with columns, for csv's separator).
+    /// Statements written so far, and those of them that had columns
+    /// (csv's separator, parquet's one result).
     written: usize,
     with_columns: usize,
     /// Say "0 rows" under an empty table (the shell says it itself).
