@@ -70,6 +70,20 @@ pub enum Command {
         #[command(subcommand)]
         action: ConfigAction,
     },
+    /// Write a shell completion script to stdout.
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man page (roff) to stdout, or every command's page to a
+    /// directory.
+    Man {
+        /// Write hvaudit.1 and one page per subcommand (hvaudit-audit.1,
+        /// ...) into this directory.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Run a Ballista scheduler (for `--cluster df://HOST:PORT`).
     #[cfg(feature = "cluster")]
     Scheduler(SchedulerArgs),
@@ -262,10 +276,11 @@ pub enum ConfigAction {
 }
 
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("script").args(["query", "file"])))]
 pub struct SqlArgs {
     #[command(flatten)]
     pub input: InputArgs,
-    /// The query to run.
+    /// The query to run (several separated by ';').
     #[arg(
         short = 'e',
         long = "execute",
@@ -276,9 +291,16 @@ pub struct SqlArgs {
     /// Run the queries in this file (separated by ';').
     #[arg(short, long, value_name = "FILE")]
     pub file: Option<PathBuf>,
-    /// Output format.
+    /// Output format. Several statements make one document: in json an
+    /// array of each statement's array, in csv one header and its rows per
+    /// statement with a blank line between, in ndjson all rows in order;
+    /// parquet takes one statement that returns rows.
     #[arg(long, value_enum, default_value_t = SqlFormat::Table)]
     pub format: SqlFormat,
+    /// With -e or -f: write the results here instead of stdout (a file is
+    /// replaced atomically once every statement ran; `-` is stdout).
+    #[arg(short, long, value_name = "FILE", requires = "script")]
+    pub output: Option<PathBuf>,
     /// Run on a Ballista cluster (df://HOST:PORT) over Parquet from `convert`.
     #[arg(long, value_name = "URL", conflicts_with = "in_place")]
     pub cluster: Option<String>,
@@ -353,11 +375,21 @@ pub enum RulesAction {
         /// List what this selection resolves to (as `audit` takes it).
         #[command(flatten)]
         selection: RuleSelection,
+        /// `text`: one line per rule; `md`: the Markdown reference with every
+        /// rule's explanation (docs/rules.md).
+        #[arg(long, value_enum, default_value_t = RulesListFormat::Text)]
+        format: RulesListFormat,
     },
     /// Show a rule's condition, interpretation choices and an example.
     Explain { id: String },
     /// Check rule files in a directory: headers parse and the SQL plans.
     Lint { dir: PathBuf },
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RulesListFormat {
+    Text,
+    Md,
 }
 
 #[derive(Args, Debug)]
@@ -425,6 +457,9 @@ pub enum SqlFormat {
     Csv,
     Json,
     Ndjson,
+    /// One statement's result as a Parquet file (zstd); needs -o FILE or
+    /// a stdout that is not a terminal.
+    Parquet,
 }
 
 /// A directory that exists, checked before any input is read.

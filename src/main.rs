@@ -48,6 +48,8 @@ fn main() -> ExitCode {
         Command::Replay(a) => commands::replay::run(a, quiet),
         Command::Diff(a) => commands::diff::run(a),
         Command::Config { action } => commands::config::run(action, &cli_config),
+        Command::Completions { shell } => commands::generate::completions(shell),
+        Command::Man { dir } => commands::generate::man(dir.as_deref()),
         #[cfg(feature = "cluster")]
         Command::Scheduler(a) => commands::cluster::scheduler(a),
         #[cfg(feature = "cluster")]

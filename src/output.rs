@@ -22,14 +22,7 @@ where
 {
     let mut out = Output::create(path)?;
     let filled = fill(out.writer());
-    match filled {
-        Ok(()) => out.finish(),
-        Err(e) if out.reader_gone() => {
-            drop(e);
-            Ok(())
-        }
-        Err(e) => Err(e),
-    }
+    out.close(filled)
 }
 
 /// Write standard output through `fill`; a closed pipe is not an error.
@@ -121,6 +114,17 @@ impl Output {
     /// Whether this is standard output and its reader went away.
     fn reader_gone(&self) -> bool {
         matches!(self.sink, Sink::Stdout(_)) && stdout_closed()
+    }
+
+    /// Finish after writing that ended with `filled`: an error leaves a
+    /// regular file as it was, and a reader of standard output that went
+    /// away (a broken pipe) ends the writing quietly.
+    pub fn close(self, filled: anyhow::Result<()>) -> anyhow::Result<()> {
+        match filled {
+            Ok(()) => self.finish(),
+            Err(_) if self.reader_gone() => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// Flush, and put a regular file in place.

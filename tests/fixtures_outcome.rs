@@ -1,4 +1,4 @@
-//! The protocol authors' fixtures give the outcome of SPEC-NOTES.md §9: every
+//! The protocol authors' fixtures give the outcome of docs/protocol.md §10: every
 //! event they mark invalid is named by the expected rule; the rest produce
 //! no finding of medium or higher (documented fixture faults aside). Each
 //! fixture is audited on its own, as the authors run them.

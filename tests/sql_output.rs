@@ -1,6 +1,7 @@
 //! `hvaudit sql` output a script can rely on: every type in every format,
 //! valid empty results, and log text that can neither drive a terminal nor
-//! run as a spreadsheet formula.
+//! run as a spreadsheet formula; several statements in one document per
+//! format; `-o FILE`.
 
 use assert_cmd::Command;
 use serde_json::Value;
@@ -97,4 +98,197 @@ fn log_text_cannot_drive_a_terminal_or_run_as_a_formula() {
     // JSON keeps the exact value (escaped by JSON itself).
     let json: Value = serde_json::from_str(&sql(&log, "json", q)).unwrap();
     assert_eq!(json[0]["note"], "=HYPERLINK(\"http://x\")");
+}
+
+/// `hvaudit sql -q ARGS... LOG`: (exit code, stdout, stderr).
+fn sql_run(log: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::cargo_bin("hvaudit")
+        .unwrap()
+        .timeout(std::time::Duration::from_secs(300))
+        .args(["sql", "-q"])
+        .args(args)
+        .arg(log)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+const SCRIPT: &str = "SELECT count(*) AS n FROM events; \
+     CREATE VIEW ids AS SELECT id FROM events; \
+     SELECT id FROM ids ORDER BY id; \
+     SELECT id FROM ids WHERE false";
+
+#[test]
+fn several_statements_make_one_document_per_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = log(dir.path());
+    // json: one array per statement (the view's too) in one array.
+    let json: Value = serde_json::from_str(&sql(&log, "json", SCRIPT)).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!([[{"n": 2}], [], [{"id": "e1"}, {"id": "e2"}], []])
+    );
+    // One statement stays a plain array.
+    let one: Value = serde_json::from_str(&sql(&log, "json", "SELECT 1 AS a")).unwrap();
+    assert_eq!(one, serde_json::json!([{"a": 1}]));
+    // ndjson: every row in order, each line an object.
+    let rows: Vec<Value> = sql(&log, "ndjson", SCRIPT)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            serde_json::json!({"n": 2}),
+            serde_json::json!({"id": "e1"}),
+            serde_json::json!({"id": "e2"})
+        ]
+    );
+    // csv: a header and rows per statement with columns, a blank line
+    // between two; the view writes nothing.
+    assert_eq!(sql(&log, "csv", SCRIPT), "n\n2\n\nid\ne1\ne2\n\nid\n");
+    let table = sql(&log, "table", SCRIPT);
+    assert_eq!(table.matches("| id |").count(), 2, "{table}");
+    assert!(table.trim_end().ends_with("0 rows"), "{table}");
+}
+
+#[test]
+fn output_to_a_file_is_replaced_only_when_every_statement_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = log(dir.path());
+    let out = dir.path().join("out.json");
+    let path = out.to_str().unwrap();
+    let (code, stdout, err) = sql_run(&log, &["--format", "json", "-o", path, "-e", SCRIPT]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(stdout, "");
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(written[2], serde_json::json!([{"id": "e1"}, {"id": "e2"}]));
+    // A later statement fails: the file keeps its old content, no temp
+    // file is left.
+    let before = std::fs::read(&out).unwrap();
+    let (code, _, err) = sql_run(
+        &log,
+        &[
+            "--format",
+            "json",
+            "-o",
+            path,
+            "-e",
+            "SELECT 1; SELECT * FROM nowhere",
+        ],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("nowhere"), "{err}");
+    assert_eq!(std::fs::read(&out).unwrap(), before);
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    // From a query file too.
+    let queries = dir.path().join("q.sql");
+    std::fs::write(&queries, "SELECT id FROM events ORDER BY id;\n").unwrap();
+    let csv = dir.path().join("out.csv");
+    let (code, _, err) = sql_run(
+        &log,
+        &[
+            "--format",
+            "csv",
+            "-f",
+            queries.to_str().unwrap(),
+            "-o",
+            csv.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(std::fs::read_to_string(&csv).unwrap(), "id\ne1\ne2\n");
+}
+
+#[test]
+fn an_output_that_is_the_log_or_the_query_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = log(dir.path());
+    let before = std::fs::read(&log).unwrap();
+    let (code, _, err) = sql_run(&log, &["-o", log.to_str().unwrap(), "-e", "SELECT 1"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("destroy the log"), "{err}");
+    assert_eq!(std::fs::read(&log).unwrap(), before);
+    let queries = dir.path().join("q.sql");
+    std::fs::write(&queries, "SELECT 1;\n").unwrap();
+    let q = queries.to_str().unwrap();
+    let (code, _, err) = sql_run(&log, &["-o", q, "-f", q]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("destroy the queries"), "{err}");
+    assert_eq!(std::fs::read_to_string(&queries).unwrap(), "SELECT 1;\n");
+    // The prompt writes to the terminal: -o needs -e or -f.
+    let (code, _, err) = sql_run(&log, &["-o", dir.path().join("x").to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(!dir.path().join("x").exists());
+}
+
+#[test]
+fn parquet_holds_one_result_with_every_type() {
+    use datafusion::arrow::array::{Array, AsArray};
+    use datafusion::arrow::datatypes::{DataType, Int64Type};
+    use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let dir = tempfile::tempdir().unwrap();
+    let log = log(dir.path());
+    let out = dir.path().join("out.parquet");
+    let script = format!("CREATE VIEW v AS SELECT 1 AS x; {UNION}");
+    let (code, _, err) = sql_run(
+        &log,
+        &[
+            "--format",
+            "parquet",
+            "-o",
+            out.to_str().unwrap(),
+            "-e",
+            &script,
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let file = std::fs::File::open(&out).unwrap();
+    let batches: Vec<_> = ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let b = datafusion::arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap();
+    assert_eq!(b.num_rows(), 2);
+    let text = |name: &str, row: usize| {
+        let col = b.column_by_name(name).unwrap();
+        let col = datafusion::arrow::compute::cast(col, &DataType::Utf8).unwrap();
+        col.as_string::<i32>().value(row).to_string()
+    };
+    assert_eq!(text("id", 0), "e1");
+    // The JSON functions' union values as their JSON text.
+    assert_eq!((text("n", 0), text("n", 1)), ("7".into(), "2.5".into()));
+    assert_eq!(text("t", 0), "\"t1\"");
+    assert_eq!(text("o", 0), r#"{"k":[1,true]}"#);
+    assert!(b.column_by_name("o").unwrap().is_null(1));
+    // A list stays a list.
+    let a = b.column_by_name("a").unwrap().as_list::<i32>().value(0);
+    assert_eq!(a.as_primitive::<Int64Type>().values(), &[1, 2]);
+    // Two results cannot share one file: nothing is written.
+    let two = dir.path().join("two.parquet");
+    let (code, _, err) = sql_run(
+        &log,
+        &[
+            "--format",
+            "parquet",
+            "-o",
+            two.to_str().unwrap(),
+            "-e",
+            "SELECT 1; SELECT 2",
+        ],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("one result"), "{err}");
+    assert!(!two.exists());
+    // The prompt has no file to write.
+    let (code, _, err) = sql_run(&log, &["--format", "parquet"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("-e or -f"), "{err}");
 }

@@ -8,7 +8,7 @@ use hvaudit::synth::{SynthOptions, SynthStats, generate};
 use serde_json::Value;
 use std::collections::{BTreeSet, HashSet};
 
-/// Every rule id of RULES.md (v1).
+/// Every built-in rule id (docs/rules.md).
 const RULES: [&str; 35] = [
     "orphan.cancel_not_cascaded",
     "orphan.outlived_parent",

@@ -6,6 +6,8 @@ mod cli;
 #[cfg(feature = "cluster")]
 mod cluster;
 mod common;
+mod completions;
+mod docs;
 mod ev_table;
 mod fixtures_outcome;
 mod forced_plans;
@@ -20,5 +22,6 @@ mod rules_flow;
 mod rules_shape;
 mod spill;
 mod sql_output;
+mod sql_shell;
 mod synth;
 mod user_rules;

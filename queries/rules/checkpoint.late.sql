@@ -3,7 +3,7 @@
 -- family: checkpoint
 -- dialect: any
 -- summary: the checkpoint of a save_and_stop interruption was saved after the grace period
--- spec: RULES.md "Missing checkpoints"; SPEC-NOTES.md §6
+-- spec: docs/protocol.md §6 (checkpoints)
 -- explain:
 --   For each interruption.requested with interruption_policy save_and_stop
 --   for task T, take the first interruption.saved for T with a

@@ -3,7 +3,7 @@
 -- family: checkpoint
 -- dialect: any
 -- summary: a save_and_stop interruption was never answered by an interruption.saved with a checkpoint_id
--- spec: RULES.md "Missing checkpoints"; SPEC-NOTES.md §6
+-- spec: docs/protocol.md §6 (checkpoints)
 -- explain:
 --   For each interruption.requested with interruption_policy save_and_stop
 --   for task T: fires when no interruption.saved for T carrying a

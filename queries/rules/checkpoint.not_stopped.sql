@@ -3,7 +3,7 @@
 -- family: checkpoint
 -- dialect: any
 -- summary: a task kept emitting task.progress / task.output after it was told to stop (saved under save_and_stop, acknowledged under force_stop)
--- spec: RULES.md "Missing checkpoints"; SPEC-NOTES.md §6
+-- spec: docs/protocol.md §6 (checkpoints)
 -- explain:
 --   The stop point is an interruption.saved under policy save_and_stop or
 --   an interruption.acknowledged under force_stop. The policy is the event's

@@ -3,7 +3,7 @@
 -- family: checkpoint
 -- dialect: any
 -- summary: interruption.resumed names a checkpoint that no earlier interruption.saved of the task recorded, and the task did not fail with checkpoint_missing
--- spec: RULES.md "Missing checkpoints"; SPEC-NOTES.md §6
+-- spec: docs/protocol.md §6 (checkpoints), §4 (task lifecycle)
 -- explain:
 --   Resume MUST name a saved checkpoint, or the task MUST fail with
 --   checkpoint_missing. Fires for each interruption.resumed for task T

@@ -3,7 +3,7 @@
 -- family: checkpoint
 -- dialect: any
 -- summary: interruption.resumed carries no checkpoint_id
--- spec: RULES.md "Missing checkpoints"; SPEC-NOTES.md §6
+-- spec: docs/protocol.md §6 (checkpoints)
 -- explain:
 --   Resume MUST name the checkpoint it resumes from. Fires for every
 --   interruption.resumed that has neither an envelope checkpoint_id nor a

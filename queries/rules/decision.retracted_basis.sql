@@ -3,7 +3,7 @@
 -- family: decision
 -- dialect: any
 -- summary: a decision rests on a basis event that was retracted before it
--- spec: RULES.md "Unverified decisions"; SPEC-NOTES.md §7
+-- spec: docs/protocol.md §7 (decisions and provenance)
 -- explain:
 --   Basis = the event named by the decision's causation_id plus the events
 --   named in its evidence_chain (see decision.unverified_basis for the

@@ -3,7 +3,7 @@
 -- family: decision
 -- dialect: any
 -- summary: a decision whose basis events that carry a source_trust are all unverified
--- spec: RULES.md "Unverified decisions"; SPEC-NOTES.md §7
+-- spec: docs/protocol.md §7 (decisions and provenance)
 -- explain:
 --   A decision is an event whose type is in the configured decision set
 --   (--decision-types; default agent.decision.recorded, tool.call.requested,

@@ -3,7 +3,7 @@
 -- family: delegation
 -- dialect: any
 -- summary: delegation.escalated for a task whose delegation was already rejected
--- spec: RULES.md "Provenance, lifecycle and validity"; SPEC-NOTES.md §5
+-- spec: docs/protocol.md §5 (delegation and handoff tokens)
 -- explain:
 --   delegation.rejected ends the delegation flow; escalation moves a live
 --   delegation to a supervisor, so escalating after a rejection is invalid.

@@ -3,7 +3,7 @@
 -- family: envelope
 -- dialect: any
 -- summary: a line that is not a valid event envelope (not JSON, missing or mis-typed field, bad timestamp)
--- spec: RULES.md "Provenance, lifecycle and validity"; SPEC-NOTES.md §2
+-- spec: docs/protocol.md §2 (envelope)
 -- explain:
 --   Every input line (or Parquet row) that the ingest rejected: not JSON,
 --   not an object, a required envelope field missing or empty (the version

@@ -3,7 +3,7 @@
 -- family: envelope
 -- dialect: 0.2
 -- summary: a Harmovela 0.2 event that also carries the legacy aep_version field
--- spec: RULES.md "Provenance, lifecycle and validity"; SPEC-NOTES.md §1
+-- spec: docs/protocol.md §1 (versions)
 -- explain:
 --   Harmovela 0.2 replaced aep_version with spec_version and says to reject
 --   the legacy field. Fires for every event that carries spec_version (any

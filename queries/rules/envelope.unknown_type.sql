@@ -3,7 +3,7 @@
 -- family: envelope
 -- dialect: any
 -- summary: event type not in the registry (0.2 events medium, 0.1 events info)
--- spec: RULES.md "Provenance, lifecycle and validity"; SPEC-NOTES.md §2
+-- spec: docs/protocol.md §2 (envelope)
 -- explain:
 --   Harmovela 0.2 says unknown event types MUST be rejected: a 0.2 event
 --   (spec_version) whose type is not one of the 107 registered types fires

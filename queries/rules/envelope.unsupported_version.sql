@@ -3,7 +3,7 @@
 -- family: envelope
 -- dialect: any
 -- summary: spec_version other than 0.2 or aep_version other than 0.1
--- spec: RULES.md "Provenance, lifecycle and validity"; SPEC-NOTES.md §1
+-- spec: docs/protocol.md §1 (versions)
 -- explain:
 --   The tool knows Harmovela spec_version "0.2" and AEP aep_version "0.1".
 --   Fires once per event whose spec_version is present and not exactly "0.2",

@@ -3,7 +3,7 @@
 -- family: integrity
 -- dialect: any
 -- summary: one event id seen with two different contents
--- spec: RULES.md "Common ground: identity and redelivery"; SPEC-NOTES.md §3
+-- spec: docs/protocol.md §3 (redelivery), §9.2 (identity)
 -- explain:
 --   `id` is globally unique. The same id with identical content (the same
 --   JSON value, whatever the key order or white space) is a redelivery and

@@ -3,7 +3,7 @@
 -- family: lifecycle
 -- dialect: any
 -- summary: one task carries two (or more) different parent_task_id values
--- spec: RULES.md "Common ground" (Parent link), "Provenance, lifecycle and validity"
+-- spec: docs/protocol.md §4 (task lifecycle), §9.5 (parent link)
 -- explain:
 --   A task's parent is the parent_task_id on any event whose task_id is
 --   that task: in the envelope, in payload.parent_task_id, or on a

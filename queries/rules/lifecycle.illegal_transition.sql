@@ -3,12 +3,12 @@
 -- family: lifecycle
 -- dialect: any
 -- summary: a task.* event is not a legal transition from the task's previous lifecycle event
--- spec: RULES.md "Provenance, lifecycle and validity"; SPEC-NOTES.md §4
+-- spec: docs/protocol.md §4 (task lifecycle)
 -- explain:
 --   Each lifecycle event of a task (task.submitted, accepted, started,
 --   progress, output, blocked, completed, failed, cancelled, timed_out) is
 --   checked against the task's previous one (time, then input order) with
---   the lifecycle table of SPEC-NOTES.md §4; the previous event counts
+--   the lifecycle table (docs/protocol.md §4); the previous event counts
 --   whether or not it was legal itself. So it fires on any event after a
 --   terminal one (task.cancelled after task.completed), on a repeated
 --   non-loop state (a second task.accepted), and on a first event other

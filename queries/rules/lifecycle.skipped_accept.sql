@@ -3,7 +3,7 @@
 -- family: lifecycle
 -- dialect: any
 -- summary: task.started directly after task.submitted, without task.accepted
--- spec: RULES.md "Provenance, lifecycle and validity"; SPEC-NOTES.md §4
+-- spec: docs/protocol.md §4 (task lifecycle)
 -- explain:
 --   The lifecycle table goes SUBMITTED -> ACCEPTED -> STARTED; the reference
 --   runtimes accept implicitly on submit, so task.started right after

@@ -3,7 +3,7 @@
 -- family: lifecycle
 -- dialect: any
 -- summary: a task.* event whose payload.task_id is missing or differs from the envelope task_id
--- spec: RULES.md "Provenance, lifecycle and validity"; SPEC-NOTES.md §4
+-- spec: docs/protocol.md §4 (task lifecycle)
 -- explain:
 --   Task events MUST carry task_id both in the envelope and in the payload.
 --   Fires for every task.* event (task.cancel.requested included) whose

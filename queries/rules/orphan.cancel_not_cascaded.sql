@@ -3,16 +3,17 @@
 -- family: orphan
 -- dialect: any
 -- summary: a parent was cancelled while a child was active, and the child never reached task.cancelled
--- spec: RULES.md "Orphaned children"; SPEC-NOTES.md §4, §5
+-- spec: docs/protocol.md §4 (task lifecycle), §5 (delegation and handoff tokens), §9.6 (active)
 -- explain:
 --   Fires for each direct child that is active at the instant its parent
 --   reaches task.cancelled (the parent's first terminal event) and whose own
 --   first terminal event afterwards is not task.cancelled: it completed,
 --   failed or timed out instead, or it never ends in the input.
---   "Active" is RULES.md's: from the child's first task.* event or its
---   delegation.accepted / delegation.handoff.completed, whichever is first,
---   until its first terminal event; ties in time go by input order. A child
---   only requested in a delegation (then rejected) is never active.
+--   "Active" as docs/protocol.md §9.6 has it: from the child's first
+--   task.* event or its delegation.accepted / delegation.handoff.completed,
+--   whichever is first, until its first terminal event; ties in time go by
+--   input order. A child only requested in a delegation (then rejected) is
+--   never active.
 --   Applies in both dialects: the cancel cascade is asked for in 0.1 and 0.2.
 --   A child that never ends is a wait up to the end of the log, so under
 --   --horizon it is only flagged when at least that much log follows the

@@ -3,7 +3,7 @@
 -- family: orphan
 -- dialect: any
 -- summary: a child's task.cancelled after its parent's cancellation does not name that cancellation as its cause
--- spec: RULES.md "Orphaned children"; SPEC-NOTES.md §4
+-- spec: docs/protocol.md §4 (task lifecycle), §9.7 (children)
 -- explain:
 --   The parent's first terminal event is task.cancelled at t, and a direct
 --   child's first terminal event is a task.cancelled after t (time, then

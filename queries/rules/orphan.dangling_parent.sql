@@ -3,7 +3,7 @@
 -- family: orphan
 -- dialect: any
 -- summary: a parent_task_id names a task that appears nowhere in the input
--- spec: RULES.md "Common ground" (Parent link), "Orphaned children"
+-- spec: docs/protocol.md §9.5 (parent link)
 -- explain:
 --   Fires once per distinct (task, named parent) pair whose parent_task_id
 --   (envelope, payload.parent_task_id, or a delegation.* event's link) is not

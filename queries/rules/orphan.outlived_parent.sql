@@ -3,11 +3,11 @@
 -- family: orphan
 -- dialect: any
 -- summary: a child active when its parent ended (not by cancellation) never ends, or (0.2) keeps emitting events
--- spec: RULES.md "Orphaned children"; SPEC-NOTES.md §1, §4
+-- spec: docs/protocol.md §1 (versions), §4 (task lifecycle), §9.6 (active)
 -- explain:
 --   The parent reaches a terminal state other than task.cancelled at t (its
---   first terminal event) while a direct child is active (RULES.md
---   "Active"). Fires when the child then never reaches a terminal state in
+--   first terminal event) while a direct child is active (docs/protocol.md
+--   §9.6). Fires when the child then never reaches a terminal state in
 --   the input, or -- only when the child's dialect is 0.2 -- when the child
 --   emits any further non-terminal event after t (any event carrying its
 --   task_id, task.* or not, e.g. task.progress, tool.call.requested). In 0.1

@@ -3,7 +3,7 @@
 -- family: parent
 -- dialect: 0.1
 -- summary: a 0.1 child reached a terminal state before its parent did, and the parent was not being cancelled
--- spec: RULES.md "Parents terminated early"; SPEC-NOTES.md §1
+-- spec: docs/protocol.md §1 (versions), §9.7 (children)
 -- explain:
 --   AEP 0.1 (and early 0.2 releases, via --spec 0.1): a child must not reach
 --   a terminal state before its parent does, unless the parent was cancelled

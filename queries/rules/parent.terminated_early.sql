@@ -3,12 +3,12 @@
 -- family: parent
 -- dialect: 0.2
 -- summary: a 0.2 parent reached a terminal state while a child was still active
--- spec: RULES.md "Parents terminated early"; SPEC-NOTES.md §1, §4
+-- spec: docs/protocol.md §1 (versions), §4 (task lifecycle), §9.6 (active)
 -- explain:
 --   Harmovela 0.2 (current): a parent MUST NOT reach a terminal state while
 --   a child is active; a child may finish first. The parent's dialect (or
 --   --spec) decides. Fires once per parent whose first terminal event comes
---   while at least one direct child is active (RULES.md "Active": from the
+--   while at least one direct child is active (docs/protocol.md §9.6: from the
 --   child's first task.* event or delegation.accepted / handoff.completed
 --   until its first terminal event; ties in time go by input order). The
 --   finding lists every child active at that instant and what became of it.

@@ -3,7 +3,7 @@
 -- family: payload
 -- dialect: any
 -- summary: a known event type whose payload breaks the payload schema
--- spec: RULES.md "Provenance, lifecycle and validity"; SPEC-NOTES.md §8
+-- spec: docs/protocol.md §8 (payload schemas)
 -- explain:
 --   The shared payload schema (harmovela-payloads.schema.json) validates 26
 --   types (context, memory, belief, freshness, delegation, interruption,

@@ -3,7 +3,7 @@
 -- family: provenance
 -- dialect: any
 -- summary: an evidence_chain whose last entry is not the event's causation_id
--- spec: RULES.md "Provenance, lifecycle and validity"; SPEC-NOTES.md §7
+-- spec: docs/protocol.md §7 (decisions and provenance)
 -- explain:
 --   The evidence_chain is time-ordered, origin first, and its last entry is
 --   the causation_id. Fires for an event that has both a non-empty

@@ -3,7 +3,7 @@
 -- family: provenance
 -- dialect: any
 -- summary: evidence_chain entries found in the input are not in time order
--- spec: RULES.md "Provenance, lifecycle and validity"; SPEC-NOTES.md §7
+-- spec: docs/protocol.md §7 (decisions and provenance)
 -- explain:
 --   The evidence_chain is time-ordered, origin first. Looking only at the
 --   entries that name events in the input (missing ones are skipped, not

@@ -3,7 +3,7 @@
 -- family: subscription
 -- dialect: any
 -- summary: subscription.requested with none of the filters types, source, target, topic
--- spec: RULES.md "Provenance, lifecycle and validity"; upstream fixture reject-some-protocol
+-- spec: docs/protocol.md §10 (the protocol's fixtures)
 -- explain:
 --   A subscription.requested must narrow what it receives: fires when its
 --   payload (payload.X or payload.filter.X) has none of types, source,

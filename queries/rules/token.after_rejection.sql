@@ -3,7 +3,7 @@
 -- family: token
 -- dialect: any
 -- summary: a handoff token is used for a delegation (task_id, delegated_to) after delegation.rejected for that pair
--- spec: RULES.md "Reused handoff tokens"; SPEC-NOTES.md §5
+-- spec: docs/protocol.md §5 (delegation and handoff tokens)
 -- explain:
 --   delegation.rejected ends the flow for that target. Fires for every event
 --   carrying a handoff token -- the issuing handoff.completed as well as

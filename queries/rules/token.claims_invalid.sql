@@ -3,7 +3,7 @@
 -- family: token
 -- dialect: any
 -- summary: a decoded handoff token's claims fail a check (issuer, subject, task, parent, expiry, issued-at)
--- spec: RULES.md "Reused handoff tokens"; SPEC-NOTES.md §5
+-- spec: docs/protocol.md §5 (delegation and handoff tokens)
 -- explain:
 --   Only under --token-format structured (tokens are opaque by default and
 --   the spec forbids parsing them). Each decoded token is checked on the

@@ -3,7 +3,7 @@
 -- family: token
 -- dialect: any
 -- summary: one handoff token appears with two different binding tuples (delegated_by, delegated_to, task_id, parent_task_id)
--- spec: RULES.md "Reused handoff tokens"; SPEC-NOTES.md §5
+-- spec: docs/protocol.md §5 (delegation and handoff tokens)
 -- explain:
 --   A token binds one tuple (delegated_by, delegated_to, task_id,
 --   parent_task_id). The token's binding is taken from its first issuing

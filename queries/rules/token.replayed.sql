@@ -3,7 +3,7 @@
 -- family: token
 -- dialect: any
 -- summary: one handoff token (or, for a structured token, one jti) issued on more than one delegation.handoff.completed
--- spec: RULES.md "Reused handoff tokens"; SPEC-NOTES.md §5
+-- spec: docs/protocol.md §5 (delegation and handoff tokens)
 -- explain:
 --   A handoff token is issued once, on one delegation.handoff.completed.
 --   Fires for every issuing event after the first that carries the same

@@ -3,7 +3,7 @@
 -- family: token
 -- dialect: any
 -- summary: a handoff token issued for a task before its delegation.escalated is presented after the escalation
--- spec: RULES.md "Reused handoff tokens"; SPEC-NOTES.md §5
+-- spec: docs/protocol.md §5 (delegation and handoff tokens)
 -- explain:
 --   delegation.escalated moves a delegation to a supervisor and supersedes
 --   the token issued before it. Take each token's first issuing

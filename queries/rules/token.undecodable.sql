@@ -3,7 +3,7 @@
 -- family: token
 -- dialect: any
 -- summary: under --token-format structured, a handoff token value does not decode as claims
--- spec: RULES.md "Reused handoff tokens"; SPEC-NOTES.md §5
+-- spec: docs/protocol.md §5 (delegation and handoff tokens)
 -- explain:
 --   Only under --token-format structured, where the user says the runtime's
 --   tokens are a base64url JSON object of claims, alone or as the middle of

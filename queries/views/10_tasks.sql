@@ -11,7 +11,7 @@
 --   state_*         its first task.* event other than task.cancel.requested
 --                   (a request, not a state)
 --   deleg_*         its first delegation.accepted / delegation.handoff.completed
---   active_*        when it became active (RULES.md "Active"): the earlier of
+--   active_*        when it became active (docs/protocol.md §9.6): the earlier of
 --                   state_* and deleg_*; null = never active (e.g. a delegation
 --                   that was only requested, then rejected)
 --   term_*          its first terminal event (completed, failed, cancelled,

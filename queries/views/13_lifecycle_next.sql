@@ -1,4 +1,4 @@
--- The task lifecycle table (SPEC-NOTES.md §4, identical in 0.1 and 0.2): the
+-- The task lifecycle table (docs/protocol.md §4, identical in 0.1 and 0.2): the
 -- legal next task.* event after each state; '(none)' is a task without any
 -- earlier lifecycle event. Terminal states have no row: nothing may follow.
 -- task.cancel.requested is a request, not a state, and is not in the table.

@@ -1,4 +1,4 @@
--- The Harmovela 0.2 event registry (SPEC-NOTES.md §2): 107 types.
+-- The Harmovela 0.2 event registry (docs/protocol.md §2): 107 types.
 -- in_01 says whether the type is also in the 84-type AEP 0.1 registry
 -- (0.1 lacks the adaptation, command, query and state families).
 -- One row per type; `type` is unique.

@@ -1,5 +1,5 @@
 -- materialize: true
--- The basis of every decision (RULES.md "Unverified decisions"): the event
+-- The basis of every decision (docs/protocol.md §7): the event
 -- named by its causation_id plus every event named in its evidence_chain.
 -- One row per (decision, referenced id); a reference naming the decision
 -- itself is not part of its basis. `via` says where the reference came from.

@@ -6,10 +6,12 @@ pub mod cluster;
 pub mod config;
 pub mod convert;
 pub mod diff;
+pub mod generate;
 pub mod replay;
 pub mod rules;
 pub mod sql;
 mod sql_output;
+mod sql_shell;
 pub mod synth;
 
 use crate::cli::InputArgs;

@@ -1,7 +1,7 @@
 //! `hvaudit rules list | explain | lint`.
 
 use crate::audit::block_on;
-use crate::cli::RulesAction;
+use crate::cli::{RulesAction, RulesListFormat};
 use crate::engine::{self, EngineOptions, RuleSettings};
 use crate::ingest::Ingested;
 use crate::rules::{self, catalog::Catalog};
@@ -11,6 +11,7 @@ pub fn run(action: RulesAction, config: &crate::config::Config) -> anyhow::Resul
         RulesAction::List {
             rules_dir,
             selection,
+            format,
         } => {
             let mut c = Catalog::embedded().map_err(errors)?;
             if let Some(d) = rules_dir {
@@ -23,12 +24,20 @@ pub fn run(action: RulesAction, config: &crate::config::Config) -> anyhow::Resul
                 )
             })
             .map_err(anyhow::Error::msg)?;
-            for r in &c.rules {
-                println!(
-                    "{:<38} {:<8} {:<4} {}",
-                    r.meta.id, r.meta.severity, r.meta.dialect, r.meta.summary
-                );
-            }
+            let text = match format {
+                RulesListFormat::Md => rules::reference::markdown(&c),
+                RulesListFormat::Text => c
+                    .rules
+                    .iter()
+                    .map(|r| {
+                        format!(
+                            "{:<38} {:<8} {:<4} {}\n",
+                            r.meta.id, r.meta.severity, r.meta.dialect, r.meta.summary
+                        )
+                    })
+                    .collect(),
+            };
+            crate::output::to_stdout(|w| Ok(w.write_all(text.as_bytes())?))?;
             Ok(0)
         }
         RulesAction::Explain { id } => {
@@ -44,6 +53,7 @@ pub fn run(action: RulesAction, config: &crate::config::Config) -> anyhow::Resul
             println!("{}\n", m.summary);
             println!("{}\n", m.explain);
             println!("Spec: {}", m.spec);
+            println!("Every rule: docs/rules.md (`hvaudit rules list --format md`)");
             Ok(0)
         }
         RulesAction::Lint { dir } => lint(&dir),

@@ -1,12 +1,14 @@
 //! `hvaudit sql`: ad hoc SQL over the normalized tables.
 
-pub use super::sql_output::write_batches;
+pub use super::sql_output::{Results, write_batches};
 use crate::audit::block_on;
 use crate::cli::{SqlArgs, SqlFormat};
 use crate::engine::{self, EngineOptions, RuleSettings};
+use crate::output::{Output, refuse_inputs};
 use crate::rules::{self, catalog::Catalog};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::prelude::SessionContext;
+use std::path::Path;
 
 pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
     let script = match (&args.query, &args.file) {
@@ -22,6 +24,32 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
             "standard input (`-`) is the log here, so it cannot also be the prompt; \
              give the queries with -e QUERY or -f FILE"
         );
+    }
+    if args.format == SqlFormat::Parquet {
+        use std::io::IsTerminal;
+        if script.is_none() {
+            anyhow::bail!(
+                "--format parquet writes a file, not a prompt: give the query with -e or -f, and -o FILE"
+            );
+        }
+        let to_stdout = args.output.as_deref().is_none_or(|p| p.as_os_str() == "-");
+        if to_stdout && std::io::stdout().is_terminal() {
+            anyhow::bail!("--format parquet is binary: write it with -o FILE, or pipe it");
+        }
+    }
+    let outputs: Vec<(&str, &Path)> = args.output.iter().map(|p| ("-o", p.as_path())).collect();
+    if let (Some(out), Some(file)) = (&args.output, &args.file)
+        && same_file(out, file)
+    {
+        anyhow::bail!(
+            "-o {} is the query file; writing it would destroy the queries; choose another output path",
+            crate::ingest::inputs::shown_path(out)
+        );
+    }
+    if !outputs.is_empty() && (args.in_place || args.cluster.is_some()) {
+        // The loaded path checks when it expands the inputs.
+        let (found, _) = crate::ingest::inputs::expand(&args.input.paths, true)?;
+        refuse_inputs(&outputs, &found)?;
     }
     let cluster = args.cluster.clone();
     // On a cluster, each statement (and the connection) within --timeout.
@@ -54,7 +82,7 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
                 ctx
             }
             None => {
-                let ingested = super::load(&args.input, quiet, &[], super::MAX_BAD_LINES)?;
+                let ingested = super::load(&args.input, quiet, &outputs, super::MAX_BAD_LINES)?;
                 let ctx = local()?;
                 engine::register_tables(&ctx, &ingested)?;
                 ctx
@@ -74,17 +102,49 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
         }
         match script {
             Some(s) => {
-                for stmt in split_statements(&s) {
-                    if crate::output::stdout_closed() {
-                        break; // the reader went away (`| head`)
-                    }
-                    on_time(limit, run_query(&ctx, &stmt, args.format)).await?;
-                }
+                let path = args.output.as_deref().unwrap_or(Path::new("-"));
+                run_script(&ctx, &s, args.format, path, limit).await?;
                 Ok(0)
             }
-            None => interactive(&ctx, args.format, limit).await,
+            None => super::sql_shell::shell(&ctx, args.format, limit).await,
         }
     })
+}
+
+/// Run every statement of `script`, their results written to `path` as one
+/// document. A regular file is only replaced when all of them succeeded.
+async fn run_script(
+    ctx: &SessionContext,
+    script: &str,
+    format: SqlFormat,
+    path: &Path,
+    limit: Option<(&str, std::time::Duration)>,
+) -> anyhow::Result<()> {
+    let statements = split_statements(script);
+    let mut out = Output::create(path)?;
+    let mut results = Results::new(format, statements.len());
+    let to_stdout = path.as_os_str() == "-";
+    let filled = async {
+        for stmt in &statements {
+            if to_stdout && crate::output::stdout_closed() {
+                break; // the reader went away (`| head`)
+            }
+            let batches = on_time(limit, query(ctx, stmt)).await?;
+            results.write(&batches, out.writer())?;
+        }
+        results.finish(out.writer())
+    }
+    .await;
+    out.close(filled)
+}
+
+/// Whether two paths name one existing file.
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
 }
 
 #[cfg(feature = "cluster")]
@@ -111,7 +171,7 @@ async fn cluster_session(
 }
 
 /// `work`, given up at `limit` (the cluster and its --timeout) if any.
-async fn on_time<T>(
+pub(super) async fn on_time<T>(
     limit: Option<(&str, std::time::Duration)>,
     work: impl std::future::Future<Output = anyhow::Result<T>>,
 ) -> anyhow::Result<T> {
@@ -159,65 +219,18 @@ pub fn split_statements(script: &str) -> Vec<String> {
     out
 }
 
-async fn run_query(ctx: &SessionContext, sql: &str, format: SqlFormat) -> anyhow::Result<()> {
-    let failed = |e| anyhow::anyhow!("query failed: {e}");
-    let df = ctx.sql(sql).await.map_err(failed)?;
+/// One statement's result: at least one batch, so that an empty result
+/// still has its columns (a CSV header, table heads).
+pub(super) async fn query(ctx: &SessionContext, sql: &str) -> anyhow::Result<Vec<RecordBatch>> {
+    let failed = |e| anyhow::anyhow!("query failed: {}", super::sql_shell::readable(&e));
+    let sql = super::sql_shell::show_tables(sql).unwrap_or_else(|| sql.to_string());
+    let df = ctx.sql(&sql).await.map_err(failed)?;
     let schema = std::sync::Arc::new(df.schema().as_arrow().clone());
     let mut batches = df.collect().await.map_err(failed)?;
     if batches.is_empty() {
-        // An empty result still has its columns (a CSV header, table heads).
         batches.push(RecordBatch::new_empty(schema));
     }
-    crate::output::to_stdout(|out| write_batches(&batches, format, out))
-}
-
-/// A prompt with history and multi-line input: a statement ends at ';'.
-async fn interactive(
-    ctx: &SessionContext,
-    format: SqlFormat,
-    limit: Option<(&str, std::time::Duration)>,
-) -> anyhow::Result<u8> {
-    let mut rl = rustyline::DefaultEditor::new()?;
-    let history =
-        std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".hvaudit_history"));
-    if let Some(h) = &history {
-        let _ = rl.load_history(h);
-    }
-    eprintln!(
-        "tables: events, evidence, bad_lines (and views such as tasks); end statements with ';', quit with \\q or Ctrl-D"
-    );
-    let mut buf = String::new();
-    loop {
-        let prompt = if buf.is_empty() {
-            "hvaudit> "
-        } else {
-            "     ..> "
-        };
-        match rl.readline(prompt) {
-            Ok(line) => {
-                if buf.is_empty() && matches!(line.trim(), "\\q" | "quit" | "exit") {
-                    break;
-                }
-                buf.push_str(&line);
-                buf.push('\n');
-                if line.trim_end().ends_with(';') {
-                    let _ = rl.add_history_entry(buf.trim());
-                    for stmt in split_statements(&buf) {
-                        if let Err(e) = on_time(limit, run_query(ctx, &stmt, format)).await {
-                            eprintln!("{e}");
-                        }
-                    }
-                    buf.clear();
-                }
-            }
-            Err(rustyline::error::ReadlineError::Interrupted) => buf.clear(),
-            Err(_) => break,
-        }
-    }
-    if let Some(h) = &history {
-        let _ = rl.save_history(h);
-    }
-    Ok(0)
+    Ok(batches)
 }
 
 #[cfg(test)]

@@ -3,10 +3,18 @@
 //! value's text in a table or CSV), nested values (lists, structs, maps) as
 //! JSON in CSV. Text from the log is made harmless for where it lands:
 //! escaped for a terminal, defused for a spreadsheet.
+//!
+//! Several statements in one run make one document per format: json, an
+//! array holding each statement's array of rows; ndjson, every statement's
+//! rows one after another; csv, each statement's header and rows, a blank
+//! line between two; table, one table each. A statement that returns no
+//! columns (CREATE VIEW, SET) writes nothing but its `[]` in json. A
+//! Parquet file holds one table: one statement of the run may return
+//! columns (union values become their JSON text, nested types stay).
 
 use crate::cli::SqlFormat;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray, UnionArray};
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::json::writer::{
     Encoder, EncoderFactory, EncoderOptions, NullableEncoder, make_encoder,
@@ -16,50 +24,188 @@ use std::collections::hash_map::Entry;
 use std::io::Write;
 use std::sync::Arc;
 
+/// The results of a run's statements, written one at a time into one
+/// document.
+pub struct Results {
+    format: SqlFormat,
+    /// More than one statement: json wraps their arrays in one.
+    several: bool,
+    /// Statements written so far, and those of them that had columns
+    /// (csv's separator, parquet's one result).
+    written: usize,
+    with_columns: usize,
+    /// Say "0 rows" under an empty table (the shell says it itself).
+    note_empty: bool,
+    /// The result a Parquet file gets, written at the end.
+    parquet: Vec<RecordBatch>,
+}
+
+impl Results {
+    /// For a run of `statements` statements.
+    pub fn new(format: SqlFormat, statements: usize) -> Results {
+        Results {
+            format,
+            several: statements > 1,
+            written: 0,
+            with_columns: 0,
+            note_empty: true,
+            parquet: Vec::new(),
+        }
+    }
+
+    /// Without the "0 rows" line under an empty table.
+    pub fn without_row_note(mut self) -> Results {
+        self.note_empty = false;
+        self
+    }
+
+    /// One statement's result (at least one batch, maybe empty).
+    pub fn write(&mut self, batches: &[RecordBatch], out: &mut dyn Write) -> anyhow::Result<()> {
+        let columns = batches.first().is_some_and(|b| b.num_columns() > 0);
+        match self.format {
+            SqlFormat::Json if self.several => {
+                out.write_all(if self.written == 0 { b"[\n" } else { b",\n" })?;
+                json_array(batches, out)?;
+            }
+            SqlFormat::Json => {
+                json_array(batches, out)?;
+                writeln!(out)?;
+            }
+            _ if !columns => {}
+            SqlFormat::Parquet => {
+                if self.with_columns > 0 {
+                    anyhow::bail!(
+                        "--format parquet holds one result, and statement {} is the second to \
+                         return columns; run it on its own",
+                        self.written + 1
+                    );
+                }
+                self.parquet = batches
+                    .iter()
+                    .map(|b| convert(b, Target::Parquet))
+                    .collect::<anyhow::Result<_>>()?;
+            }
+            SqlFormat::Csv => {
+                if self.with_columns > 0 {
+                    writeln!(out)?;
+                }
+                write_batches(batches, SqlFormat::Csv, out)?;
+            }
+            SqlFormat::Table if !self.note_empty => table(batches, false, out)?,
+            format => write_batches(batches, format, out)?,
+        }
+        self.written += 1;
+        self.with_columns += usize::from(columns);
+        Ok(())
+    }
+
+    /// Close the document (json's outer array, the Parquet file).
+    pub fn finish(&mut self, out: &mut dyn Write) -> anyhow::Result<()> {
+        if self.format == SqlFormat::Json && self.several {
+            if self.written == 0 {
+                out.write_all(b"[")?;
+            }
+            out.write_all(b"\n]\n")?;
+        }
+        if self.format == SqlFormat::Parquet {
+            let Some(first) = self.parquet.first() else {
+                anyhow::bail!("--format parquet: no statement returned columns to write");
+            };
+            out.write_all(&parquet_file(first.schema(), &self.parquet)?)?;
+        }
+        Ok(())
+    }
+}
+
 /// Render query results (at least one batch, maybe empty) in `format`.
 pub fn write_batches(
     batches: &[RecordBatch],
     format: SqlFormat,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    use datafusion::arrow::{csv, json, util::pretty};
+    use datafusion::arrow::{csv, json};
     match format {
-        SqlFormat::Table => {
-            let shown = batches
-                .iter()
-                .map(|b| convert(b, Target::Table))
-                .collect::<Result<Vec<_>, _>>()?;
-            writeln!(out, "{}", pretty::pretty_format_batches(&shown)?)?;
-            if shown.iter().all(|b| b.num_rows() == 0) {
-                writeln!(out, "0 rows")?;
-            }
-        }
+        SqlFormat::Table => table(batches, true, out)?,
         SqlFormat::Csv => {
             let mut w = csv::WriterBuilder::new().with_header(true).build(out);
             for b in batches {
                 w.write(&convert(b, Target::Csv)?)?;
             }
         }
-        SqlFormat::Json | SqlFormat::Ndjson => {
-            let json = batches
+        SqlFormat::Json => {
+            json_array(batches, out)?;
+            writeln!(out)?;
+        }
+        SqlFormat::Parquet => {
+            let converted = batches
                 .iter()
-                .map(|b| convert(b, Target::Json))
-                .collect::<Result<Vec<_>, _>>()?;
+                .map(|b| convert(b, Target::Parquet))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let schema = match converted.first() {
+                Some(b) => b.schema(),
+                None => anyhow::bail!("no result to write as Parquet"),
+            };
+            out.write_all(&parquet_file(schema, &converted)?)?;
+        }
+        SqlFormat::Ndjson => {
+            let json = for_json(batches)?;
             let refs: Vec<&RecordBatch> = json.iter().collect();
-            let builder = json::WriterBuilder::new().with_encoder_factory(Arc::new(RawJson));
-            if format == SqlFormat::Json {
-                // An empty result is `[]`.
-                let mut w = builder.build::<_, json::writer::JsonArray>(&mut *out);
-                w.write_batches(&refs)?;
-                w.finish()?;
-                writeln!(out)?;
-            } else {
-                let mut w = builder.build::<_, json::writer::LineDelimited>(&mut *out);
-                w.write_batches(&refs)?;
-                w.finish()?;
-            }
+            let mut w = json::WriterBuilder::new()
+                .with_encoder_factory(Arc::new(RawJson))
+                .build::<_, json::writer::LineDelimited>(&mut *out);
+            w.write_batches(&refs)?;
+            w.finish()?;
         }
     }
+    Ok(())
+}
+
+/// The batches as one Parquet file (zstd), in memory: the writer needs an
+/// output it can own, and the result is held in memory already.
+fn parquet_file(schema: SchemaRef, batches: &[RecordBatch]) -> anyhow::Result<Vec<u8>> {
+    use datafusion::parquet::arrow::ArrowWriter;
+    use datafusion::parquet::basic::{Compression, ZstdLevel};
+    use datafusion::parquet::file::properties::WriterProperties;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
+        .build();
+    let mut w = ArrowWriter::try_new(Vec::new(), schema, Some(props))?;
+    for b in batches {
+        w.write(b)?;
+    }
+    Ok(w.into_inner()?)
+}
+
+fn table(batches: &[RecordBatch], note_empty: bool, out: &mut dyn Write) -> anyhow::Result<()> {
+    let shown = batches
+        .iter()
+        .map(|b| convert(b, Target::Table))
+        .collect::<Result<Vec<_>, _>>()?;
+    writeln!(
+        out,
+        "{}",
+        datafusion::arrow::util::pretty::pretty_format_batches(&shown)?
+    )?;
+    if note_empty && shown.iter().all(|b| b.num_rows() == 0) {
+        writeln!(out, "0 rows")?;
+    }
+    Ok(())
+}
+
+fn for_json(batches: &[RecordBatch]) -> anyhow::Result<Vec<RecordBatch>> {
+    batches.iter().map(|b| convert(b, Target::Json)).collect()
+}
+
+/// The rows as one JSON array (`[]` when there are none), no newline.
+fn json_array(batches: &[RecordBatch], out: &mut dyn Write) -> anyhow::Result<()> {
+    use datafusion::arrow::json;
+    let json = for_json(batches)?;
+    let refs: Vec<&RecordBatch> = json.iter().collect();
+    let mut w = json::WriterBuilder::new()
+        .with_encoder_factory(Arc::new(RawJson))
+        .build::<_, json::writer::JsonArray>(&mut *out);
+    w.write_batches(&refs)?;
+    w.finish()?;
     Ok(())
 }
 
@@ -68,6 +214,9 @@ enum Target {
     Table,
     Csv,
     Json,
+    /// Unions as their JSON text (Parquet has no union type); everything
+    /// else as it is.
+    Parquet,
 }
 
 /// Field metadata marking a text column that holds JSON to be written as it
@@ -76,6 +225,9 @@ const RAW_JSON: &str = "hvaudit.raw_json";
 
 /// The batch as `target` can write it.
 fn convert(batch: &RecordBatch, target: Target) -> anyhow::Result<RecordBatch> {
+    if batch.num_columns() == 0 {
+        return Ok(batch.clone()); // CREATE VIEW, SET: nothing to convert
+    }
     let mut fields = Vec::with_capacity(batch.num_columns());
     let mut cols: Vec<ArrayRef> = Vec::with_capacity(batch.num_columns());
     for (field, col) in batch.schema().fields().iter().zip(batch.columns()) {
@@ -101,6 +253,7 @@ fn column(field: &FieldRef, col: &ArrayRef, target: Target) -> anyhow::Result<(F
                 text_field(Some(RAW_JSON)),
                 Arc::new(union_text(union, true)?),
             ),
+            Target::Parquet => (text_field(None), Arc::new(union_text(union, true)?)),
             Target::Table => (
                 text_field(None),
                 Arc::new(shown(&union_text(union, false)?)),
@@ -111,7 +264,7 @@ fn column(field: &FieldRef, col: &ArrayRef, target: Target) -> anyhow::Result<(F
             ),
         });
     }
-    if target == Target::Json {
+    if matches!(target, Target::Json | Target::Parquet) {
         return Ok((field.as_ref().clone(), Arc::clone(col)));
     }
     if is_text(col.data_type()) {

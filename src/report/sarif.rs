@@ -158,7 +158,8 @@ fn descriptor(r: &RuleMeta) -> sarif::ReportingDescriptor {
         .id(r.id.as_str())
         .short_description(&r.summary)
         .full_description(&r.explain)
-        .help(&r.explain)
+        // The sections of docs/protocol.md the rule rests on, after its text.
+        .help(&format!("{}\n\nSpec: {}", r.explain, r.spec))
         .default_configuration(
             sarif::ReportingConfiguration::builder()
                 .level(json!(level(r.severity)))

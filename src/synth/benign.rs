@@ -1,4 +1,4 @@
-//! Benign sessions: legal under every rule of RULES.md, with the legal
+//! Benign sessions: legal under every built-in rule (docs/rules.md), with the legal
 //! look-alikes of the planted cases mixed in (child finishing first in 0.2,
 //! parent first in 0.1, linked cancel cascades, redelivered terminal events,
 //! checkpoints saved inside or exactly at the grace period, mixed-trust

@@ -25,7 +25,7 @@ const fn case(dialect: Option<Dialect>, body: fn(&mut Scene, i64)) -> Case {
 const V01: Option<Dialect> = Some(Dialect::V01);
 const V02: Option<Dialect> = Some(Dialect::V02);
 
-/// Every rule of RULES.md is planted by at least one entry.
+/// Every built-in rule (docs/rules.md) is planted by at least one entry.
 pub(crate) const CASES: &[Case] = &[
     case(V01, vt::cancel_not_cascaded),
     case(V02, vt::cancel_not_cascaded),
