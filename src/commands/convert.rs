@@ -35,6 +35,10 @@ pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
     } else {
         out.clone()
     };
+    // An output that is an input is refused before anything is made.
+    let (found, skipped) =
+        crate::ingest::inputs::expand(&args.input.paths, args.input.allow_empty)?;
+    crate::output::refuse_inputs(&[("-o", out.as_path())], &found)?;
     std::fs::create_dir_all(&out_dir).map_err(|e| {
         anyhow::anyhow!(
             "cannot create {}: {e}; pass a writable directory or a FILE.parquet",
@@ -53,7 +57,15 @@ pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
     });
     // The archive keeps every rejected line unless told otherwise.
     let outputs = [("-o", args.output.as_path())];
-    let mut ingested = super::load_with(&args.input, quiet, &outputs, usize::MAX, spill)?;
+    let mut ingested = super::load_found(
+        &args.input,
+        found,
+        skipped,
+        quiet,
+        &outputs,
+        usize::MAX,
+        spill,
+    )?;
     let written = write_tables(&mut ingested, out, single, args.shard)?;
     if !quiet {
         eprintln!(

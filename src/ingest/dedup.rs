@@ -402,8 +402,8 @@ impl Deduper {
         // The rows of spilled groups that versions compare, read back once.
         let loaded = self.rows_of_versions()?;
         let row_of = |kept: &[Kept], v: &Version| -> (RecordBatch, usize) {
-            match loaded.get(&(v.chunk, v.row)) {
-                Some(one) => (one.clone(), 0),
+            match loaded.index.get(&(v.chunk, v.row)) {
+                Some(&(part, row)) => (loaded.parts[part as usize].clone(), row as usize),
                 None => (kept[v.chunk as usize].events.clone(), v.row as usize),
             }
         };
@@ -487,10 +487,13 @@ impl Deduper {
         })
     }
 
-    /// Each row of a spilled group that an id with several contents cites,
-    /// as a one-row batch by (group, row): the groups they lie in are read
-    /// once each.
-    fn rows_of_versions(&self) -> std::io::Result<HashMap<(u32, u32), RecordBatch>> {
+    /// The rows of spilled groups that ids with several contents cite,
+    /// read back once per group: one batch of them per group, and where
+    /// each (group, row) is among them. A batch per row would cost more in
+    /// column headers (70 arrays) than the rows hold, and a log with many
+    /// redeliveries in other text (key order, white space) has one such row
+    /// per redelivery.
+    fn rows_of_versions(&self) -> std::io::Result<RowsOfVersions> {
         let mut wanted: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
         for (id_hash, others) in &self.later {
             for v in std::iter::once(&self.first[id_hash]).chain(others) {
@@ -499,18 +502,29 @@ impl Deduper {
                 }
             }
         }
-        let mut out = HashMap::default();
-        for (group, rows) in wanted {
+        let mut out = RowsOfVersions::default();
+        for (group, mut rows) in wanted {
+            rows.sort_unstable();
+            rows.dedup();
             let events = self.kept[group as usize].load()?;
-            for row in rows {
-                // Copied out: a slice would keep the whole group's buffers.
-                let one = take_record_batch(&events, &UInt32Array::from(vec![row]))
-                    .map_err(std::io::Error::other)?;
-                out.insert((group, row), one);
+            let part = take_record_batch(&events, &UInt32Array::from(rows.clone()))
+                .map_err(std::io::Error::other)?;
+            drop(events);
+            let at = out.parts.len() as u32;
+            for (i, row) in rows.into_iter().enumerate() {
+                out.index.insert((group, row), (at, i as u32));
             }
+            out.parts.push(part);
         }
         Ok(out)
     }
+}
+
+/// Rows of spilled groups, read back: (group, row) -> (part, row in it).
+#[derive(Default)]
+struct RowsOfVersions {
+    parts: Vec<RecordBatch>,
+    index: HashMap<(u32, u32), (u32, u32)>,
 }
 
 /// Keep the entries of `values` marked in `keep`.
