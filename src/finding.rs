@@ -350,6 +350,15 @@ impl Report {
             .count()
     }
 
+    /// The baseline's findings that are gone (none without a baseline).
+    pub fn absent(&self) -> &[Finding] {
+        self.gate
+            .baseline
+            .as_ref()
+            .map(|b| b.absent.as_slice())
+            .unwrap_or_default()
+    }
+
     /// Suppressed findings.
     pub fn suppressed(&self) -> usize {
         self.findings.keys().filter(|k| k.suppressed).count()

@@ -14,7 +14,7 @@ pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()>
         out.write_all(b"\n")?;
     }
     // Against a baseline, the findings it held that are gone, marked absent.
-    for f in report.gate.baseline.iter().flat_map(|b| &b.absent) {
+    for f in report.absent() {
         serde_json::to_writer(&mut *out, &FindingJson::new(f))?;
         out.write_all(b"\n")?;
     }

@@ -166,15 +166,10 @@ fn findings(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out)?;
         finding(n, &f, out)?;
     }
-    if let Some(b) = report
-        .gate
-        .baseline
-        .as_ref()
-        .filter(|b| !b.absent.is_empty())
-    {
+    if !report.absent().is_empty() {
         writeln!(out)?;
         writeln!(out, "## Absent since the baseline (fixed)")?;
-        for (n, f) in b.absent.iter().enumerate() {
+        for (n, f) in report.absent().iter().enumerate() {
             writeln!(out)?;
             finding(n + 1, f, out)?;
         }

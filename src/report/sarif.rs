@@ -61,12 +61,7 @@ pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()>
     };
     let results = Results {
         findings: &report.findings,
-        absent: report
-            .gate
-            .baseline
-            .as_ref()
-            .map(|b| b.absent.as_slice())
-            .unwrap_or_default(),
+        absent: report.absent(),
         suppressing: report.gate.suppressions.is_some(),
         index: &index,
     };

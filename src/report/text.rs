@@ -44,15 +44,10 @@ pub fn render_text(report: &Report, opts: &TextOptions, out: &mut dyn Write) -> 
     for f in report.findings.iter() {
         finding(&f, st, out)?;
     }
-    if let Some(b) = report
-        .gate
-        .baseline
-        .as_ref()
-        .filter(|b| !b.absent.is_empty())
-    {
+    if !report.absent().is_empty() {
         writeln!(out)?;
         writeln!(out, "{}", st.bold("Absent since the baseline (fixed)"))?;
-        for f in &b.absent {
+        for f in report.absent() {
             finding(f, st, out)?;
         }
     }
