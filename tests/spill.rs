@@ -151,3 +151,41 @@ fn an_audit_whose_table_would_not_fit_gives_the_loaded_report() {
         "scratch removed"
     );
 }
+
+#[test]
+fn sql_over_a_table_that_would_not_fit_answers_as_the_loaded_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = hard_log(dir.path());
+    let spill = dir.path().join("spill");
+    std::fs::create_dir(&spill).unwrap();
+    let query = "SELECT id, version, redeliveries, src_line FROM events ORDER BY seq; \
+                 SELECT count(*) FROM bad_lines; SELECT count(*) FROM tasks";
+    let answer = |extra: &[&str]| {
+        let out = hvaudit()
+            .args(["sql", "--format", "csv", "-e", query])
+            .args(extra)
+            .arg(&log)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let (loaded, _) = answer(&["-q"]);
+    let (spilled, said) = answer(&[
+        "--memory-limit",
+        "48M",
+        "--spill-dir",
+        spill.to_str().unwrap(),
+    ]);
+    assert!(said.contains("would not fit --memory-limit"), "{said}");
+    assert!(loaded.lines().count() > 1000);
+    assert!(loaded == spilled, "the spilled sql answers differently");
+    assert_eq!(
+        std::fs::read_dir(&spill).unwrap().count(),
+        0,
+        "scratch removed"
+    );
+}

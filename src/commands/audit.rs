@@ -60,19 +60,9 @@ pub fn run(args: AuditArgs, config: &Config, quiet: bool) -> anyhow::Result<u8> 
             let outputs: Vec<(&str, &std::path::Path)> =
                 args.output.iter().map(|p| ("-o", p.as_path())).collect();
             let (found, skipped) = inputs::expand(&args.input.paths, args.input.allow_empty)?;
-            let limit = args.input.memory_limit;
-            match (limit, super::table_estimate(&found)) {
-                // Half the limit for the table, half for the query engine.
-                (Some(limit), estimate) if estimate.is_none_or(|e| e > limit / 2) => {
-                    let how = Spilled {
-                        input: &args.input,
-                        outputs: &outputs,
-                        estimate,
-                        limit,
-                    };
-                    audit_spilled(&cfg, &catalog, found, skipped, how, quiet)?
-                }
-                _ => {
+            match super::too_large(&args.input, &found, &outputs) {
+                Some(how) => audit_spilled(&cfg, &catalog, found, skipped, how, quiet)?,
+                None => {
                     let ingested = super::load_found(
                         &args.input,
                         found,
@@ -129,71 +119,33 @@ pub fn run(args: AuditArgs, config: &Config, quiet: bool) -> anyhow::Result<u8> 
     Ok(u8::from(report.failing() > 0))
 }
 
-/// Why and how a loaded audit goes through Parquet on disk.
-struct Spilled<'a> {
-    input: &'a crate::cli::InputArgs,
-    outputs: &'a [(&'a str, &'a std::path::Path)],
-    /// The loaded table's estimated bytes (None: a stream of unknown size).
-    estimate: Option<u64>,
-    limit: u64,
-}
-
-/// Audit logs whose loaded table would not fit the memory limit: read them
-/// with their rows spilled, write them as `convert` does into a scratch
-/// directory in the spill directory, and audit that in place. The report is
-/// the loaded audit's: the same findings, and the accounting of the inputs
-/// as read (not of the scratch files). The scratch directory is removed
-/// at the end, also on an error or an interrupt.
+/// Audit logs whose loaded table would not fit the memory limit through
+/// Parquet on disk (`super::read_to_disk`), in place. The report is the
+/// loaded audit's: the same findings, and the accounting of the inputs as
+/// read (not of the scratch files).
 fn audit_spilled(
     cfg: &AuditConfig,
     catalog: &Catalog,
     found: Vec<inputs::Input>,
     skipped: Vec<inputs::Skipped>,
-    how: Spilled,
+    how: super::TooLarge,
     quiet: bool,
 ) -> anyhow::Result<crate::Report> {
-    let parent = cfg.spill_dir_or_default();
-    super::report_stale(&parent, quiet, false);
-    let scratch = crate::signals::temp_dir_in(&parent).map_err(|e| {
-        anyhow::anyhow!(
-            "cannot make a scratch directory in {}: {e}; choose another with --spill-dir",
-            inputs::shown_path(&parent)
-        )
-    })?;
-    if !quiet {
-        let size = how
-            .estimate
-            .map(|e| format!("about {} MiB", e >> 20))
-            .unwrap_or_else(|| "of unknown size (a stream)".into());
-        eprintln!(
-            "hvaudit: the loaded table ({size}) would not fit --memory-limit {} MiB: \
-             reading it to {} and auditing it there",
-            how.limit >> 20,
-            inputs::shown_path(scratch.path())
-        );
-    }
-    let mut ingested = super::load_found(
-        how.input,
-        found,
-        skipped,
-        quiet,
-        how.outputs,
-        super::MAX_BAD_LINES,
-        Some(scratch.path().to_path_buf()),
-    )?;
-    let tables = scratch.path().join("tables");
-    std::fs::create_dir_all(&tables)?;
-    super::convert::write_tables(&mut ingested, &tables, false, 0)?;
+    let on_disk = super::read_to_disk(found, skipped, &how, quiet, "auditing it there")?;
     let in_place = AuditConfig {
-        inputs: vec![tables],
+        inputs: vec![on_disk.tables.clone()],
         allow_empty: true,
         ..cfg.clone()
     };
     let mut report = block_on(audit_in_place(&in_place, catalog))?;
-    report.inputs = ingested.inputs.clone();
-    report
-        .inputs
-        .extend(ingested.skipped.iter().map(crate::audit::skipped_input));
+    report.inputs = on_disk.ingested.inputs.clone();
+    report.inputs.extend(
+        on_disk
+            .ingested
+            .skipped
+            .iter()
+            .map(crate::audit::skipped_input),
+    );
     Ok(report)
 }
 

@@ -22,6 +22,95 @@ use std::path::Path;
 /// Rejected lines listed per input by default (the rest are counted).
 pub const MAX_BAD_LINES: usize = 1000;
 
+/// Why a log is read through Parquet on disk rather than loaded.
+pub struct TooLarge<'a> {
+    pub input: &'a InputArgs,
+    pub outputs: &'a [(&'a str, &'a Path)],
+    /// The loaded table's estimated bytes (None: a stream of unknown size).
+    pub estimate: Option<u64>,
+    pub limit: u64,
+}
+
+/// Whether the loaded tables of `found` would not fit `--memory-limit`:
+/// half of it is left to the query engine.
+pub fn too_large<'a>(
+    input: &'a InputArgs,
+    found: &[inputs::Input],
+    outputs: &'a [(&'a str, &'a Path)],
+) -> Option<TooLarge<'a>> {
+    let limit = input.memory_limit?;
+    let estimate = table_estimate(found);
+    estimate.is_none_or(|e| e > limit / 2).then_some(TooLarge {
+        input,
+        outputs,
+        estimate,
+        limit,
+    })
+}
+
+/// A log read into Parquet in a scratch directory (removed when this is
+/// dropped, also on an error or an interrupt).
+pub struct OnDisk {
+    /// The inputs' accounting (the tables themselves are on disk).
+    pub ingested: Ingested,
+    /// `convert`'s layout of the tables, in the scratch directory.
+    pub tables: std::path::PathBuf,
+    _scratch: crate::signals::TempDir,
+}
+
+/// Read `found` with its rows spilled and write it as `convert` does into
+/// a scratch directory in the spill directory, for a command to use in
+/// place; `then` says what comes next, for the stderr line.
+pub fn read_to_disk(
+    found: Vec<inputs::Input>,
+    skipped: Vec<inputs::Skipped>,
+    how: &TooLarge,
+    quiet: bool,
+    then: &str,
+) -> anyhow::Result<OnDisk> {
+    let parent = how
+        .input
+        .spill_dir
+        .clone()
+        .unwrap_or_else(std::env::temp_dir);
+    report_stale(&parent, quiet, false);
+    let scratch = crate::signals::temp_dir_in(&parent).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot make a scratch directory in {}: {e}; choose another with --spill-dir",
+            inputs::shown_path(&parent)
+        )
+    })?;
+    if !quiet {
+        let size = how
+            .estimate
+            .map(|e| format!("about {} MiB", e >> 20))
+            .unwrap_or_else(|| "of unknown size (a stream)".into());
+        eprintln!(
+            "hvaudit: the loaded table ({size}) would not fit --memory-limit {} MiB: \
+             reading it to {} and {then}",
+            how.limit >> 20,
+            inputs::shown_path(scratch.path())
+        );
+    }
+    let mut ingested = load_found(
+        how.input,
+        found,
+        skipped,
+        quiet,
+        how.outputs,
+        MAX_BAD_LINES,
+        Some(scratch.path().to_path_buf()),
+    )?;
+    let tables = scratch.path().join("tables");
+    std::fs::create_dir_all(&tables)?;
+    convert::write_tables(&mut ingested, &tables, false, 0)?;
+    Ok(OnDisk {
+        ingested,
+        tables,
+        _scratch: scratch,
+    })
+}
+
 /// The bytes the loaded tables of `inputs` would take in memory, about:
 /// twice the NDJSON (measured on generated logs: 2.0-2.1x), compressed
 /// input counting 5x its size, Parquet 10x; None when a stream's size

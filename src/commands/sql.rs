@@ -56,6 +56,8 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
     let limit = cluster
         .as_ref()
         .map(|url| (url.as_str(), crate::cli::cluster_timeout(args.timeout)));
+    // A log too large for --memory-limit, read into Parquet on disk.
+    let mut on_disk: Option<super::OnDisk> = None;
     block_on(async {
         let local = || {
             engine::session(&EngineOptions {
@@ -82,9 +84,35 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
                 ctx
             }
             None => {
-                let ingested = super::load(&args.input, quiet, &outputs, super::MAX_BAD_LINES)?;
+                let (found, skipped) =
+                    crate::ingest::inputs::expand(&args.input.paths, args.input.allow_empty)?;
                 let ctx = local()?;
-                engine::register_tables(&ctx, &ingested)?;
+                match super::too_large(&args.input, &found, &outputs) {
+                    // Read into Parquet on disk and queried there; the
+                    // scratch directory lives as long as the session.
+                    Some(how) => {
+                        let disk =
+                            super::read_to_disk(found, skipped, &how, quiet, "querying it there")?;
+                        let files = crate::ingest::in_place::scan_inputs(
+                            std::slice::from_ref(&disk.tables),
+                            true,
+                        )?;
+                        crate::ingest::in_place::register_tables(&ctx, &files).await?;
+                        on_disk = Some(disk);
+                    }
+                    None => {
+                        let ingested = super::load_found(
+                            &args.input,
+                            found,
+                            skipped,
+                            quiet,
+                            &outputs,
+                            super::MAX_BAD_LINES,
+                            None,
+                        )?;
+                        engine::register_tables(&ctx, &ingested)?;
+                    }
+                }
                 ctx
             }
         };
