@@ -63,15 +63,7 @@ pub fn run(args: AuditArgs, config: &Config, quiet: bool) -> anyhow::Result<u8> 
             match super::too_large(&args.input, &found, &outputs) {
                 Some(how) => audit_spilled(&cfg, &catalog, found, skipped, how, quiet)?,
                 None => {
-                    let ingested = super::load_found(
-                        &args.input,
-                        found,
-                        skipped,
-                        quiet,
-                        &outputs,
-                        super::MAX_BAD_LINES,
-                        None,
-                    )?;
+                    let ingested = super::load_held(&args.input, found, skipped, quiet, &outputs)?;
                     block_on(audit_ingested(&cfg, &catalog, &ingested))?
                 }
             }

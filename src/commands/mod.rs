@@ -156,6 +156,18 @@ pub fn load_with(
     load_found(args, found, skipped, quiet, outputs, max_bad_default, spill)
 }
 
+/// `load_found` as `audit` and `sql` load a log that fits: in memory, with
+/// the default number of rejected lines listed.
+pub fn load_held(
+    args: &InputArgs,
+    found: Vec<inputs::Input>,
+    skipped: Vec<inputs::Skipped>,
+    quiet: bool,
+    outputs: &[(&str, &Path)],
+) -> anyhow::Result<Ingested> {
+    load_found(args, found, skipped, quiet, outputs, MAX_BAD_LINES, None)
+}
+
 /// As `load_with`, for inputs already expanded.
 pub fn load_found(
     args: &InputArgs,

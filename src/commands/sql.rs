@@ -101,15 +101,8 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
                         on_disk = Some(disk);
                     }
                     None => {
-                        let ingested = super::load_found(
-                            &args.input,
-                            found,
-                            skipped,
-                            quiet,
-                            &outputs,
-                            super::MAX_BAD_LINES,
-                            None,
-                        )?;
+                        let ingested =
+                            super::load_held(&args.input, found, skipped, quiet, &outputs)?;
                         engine::register_tables(&ctx, &ingested)?;
                     }
                 }
