@@ -284,6 +284,18 @@ pub struct Disturbed {
 #[cfg(feature = "cluster")]
 fn cluster_scratch(cfg: &AuditConfig) -> anyhow::Result<Materialize> {
     use anyhow::Context;
+    use rules::Scratch;
+    if cfg.spill_dir.is_none()
+        && let Some(url) = cfg
+            .inputs
+            .first()
+            .and_then(|i| i.to_str())
+            .filter(|i| crate::ingest::remote::is_url(i))
+    {
+        let prefix = crate::ingest::remote::TempPrefix::near(url)
+            .map_err(|e| anyhow::anyhow!("cannot place the views beside {url}: {e}"))?;
+        return Ok(Materialize::OnCluster(Arc::new(Scratch::Objects(prefix))));
+    }
     let parent = cluster_scratch_parent(cfg)?;
     let dir = crate::signals::temp_dir_in(&parent).with_context(|| {
         format!(
@@ -292,7 +304,7 @@ fn cluster_scratch(cfg: &AuditConfig) -> anyhow::Result<Materialize> {
             parent.display()
         )
     })?;
-    Ok(Materialize::OnCluster(Arc::new(dir)))
+    Ok(Materialize::OnCluster(Arc::new(Scratch::Dir(dir))))
 }
 
 /// The directory in which a cluster audit makes its views' directory.

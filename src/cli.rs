@@ -35,12 +35,19 @@ impl Cli {
     /// The `--memory-limit` the command was given, if it takes one.
     pub fn memory_limit(&self) -> Option<u64> {
         match &self.command {
-            Command::Audit(a) => a.input.memory_limit,
-            Command::Sql(a) => a.input.memory_limit,
-            Command::Convert(a) => a.input.memory_limit,
-            Command::Replay(a) => a.input.memory_limit,
             #[cfg(feature = "cluster")]
             Command::Executor(a) => a.memory_limit,
+            _ => self.input().and_then(|i| i.memory_limit),
+        }
+    }
+
+    /// The input options of a command that reads logs.
+    pub fn input(&self) -> Option<&InputArgs> {
+        match &self.command {
+            Command::Audit(a) => Some(&a.input),
+            Command::Sql(a) => Some(&a.input),
+            Command::Convert(a) => Some(&a.input),
+            Command::Replay(a) => Some(&a.input),
             _ => None,
         }
     }
@@ -135,9 +142,16 @@ pub struct ExecutorArgs {
 /// Options shared by every command that reads logs.
 #[derive(Args, Debug, Clone)]
 pub struct InputArgs {
-    /// Log files, directories (read recursively) or glob patterns.
-    #[arg(required = true, value_name = "PATH")]
+    /// Log files, directories (read recursively), glob patterns, or
+    /// objects: s3://BUCKET/KEY, a prefix (s3://BUCKET/logs/), a glob on
+    /// keys, gs://, az:// or https:// URLs. `-` (or no PATH, from a pipe)
+    /// reads standard input.
+    #[arg(value_name = "PATH")]
     pub paths: Vec<PathBuf>,
+    /// The endpoint of an S3-compatible store for s3:// URLs (default:
+    /// AWS_ENDPOINT_URL; plain http also needs AWS_ALLOW_HTTP=true).
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
     /// How the runtime encodes handoff tokens; opaque tokens are never decoded.
     #[arg(long, value_enum, default_value_t = TokenArg::Opaque)]
     pub token_format: TokenArg,

@@ -72,9 +72,18 @@ pub async fn connect(url: &str) -> anyhow::Result<SessionContext> {
 
 /// A session state with the JSON functions, for our scheduler and executors.
 fn state_with_json_functions() -> Result<datafusion::execution::SessionState> {
-    let mut ctx = SessionContext::new();
+    let mut ctx = SessionContext::new_with_config_rt(SessionConfig::new(), object_stores()?);
     datafusion_functions_json::register_all(&mut ctx)?;
     Ok(ctx.state())
+}
+
+/// A runtime whose object-store registry makes the s3://, gs://, az:// and
+/// https:// stores on demand from this process's environment: the
+/// scheduler lists the tables' objects and the executors read them.
+fn object_stores() -> Result<Arc<datafusion::execution::runtime_env::RuntimeEnv>> {
+    datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
+        .with_object_store_registry(Arc::new(crate::ingest::remote::UrlStores::default()))
+        .build_arc()
 }
 
 /// Run a scheduler on `bind` until the process ends.
@@ -292,6 +301,20 @@ pub async fn run_executor(opts: ExecutorOptions) -> anyhow::Result<()> {
         // A killed executor is noticed within the scheduler's timeout.
         executor_heartbeat_interval_seconds: HEARTBEAT,
         override_function_registry: Some(Arc::new((&json).into())),
+        // Ballista's own runtime, with the object stores of the inputs.
+        override_runtime_producer: Some(Arc::new({
+            let work_dir = opts.work_dir.as_ref().map(|d| d.to_path_buf());
+            move |_| {
+                let mut runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
+                    .with_object_store_registry(Arc::new(
+                        crate::ingest::remote::UrlStores::default(),
+                    ));
+                if let Some(dir) = &work_dir {
+                    runtime = runtime.with_temp_file_path(dir.clone());
+                }
+                runtime.build_arc()
+            }
+        })),
         ..Default::default()
     };
     eprintln!(

@@ -49,7 +49,9 @@ pub struct RuleSettings {
 
 /// A fresh session with our configuration and the JSON functions.
 pub fn session(opts: &EngineOptions) -> Result<SessionContext> {
-    let mut runtime = RuntimeEnvBuilder::new();
+    // s3://, gs://, az:// and https:// tables (`--in-place` over objects).
+    let mut runtime = RuntimeEnvBuilder::new()
+        .with_object_store_registry(Arc::new(crate::ingest::remote::UrlStores::default()));
     if let Some(limit) = opts.memory_limit {
         runtime = runtime.with_memory_limit(limit, 1.0);
     }

@@ -37,6 +37,11 @@ fn main() -> ExitCode {
         // SAFETY: sets a process-wide allocator option; no memory is involved.
         unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
     }
+    if let Some(input) = cli.input() {
+        hvaudit::ingest::remote::configure(hvaudit::ingest::remote::StoreOptions {
+            endpoint: input.endpoint.clone(),
+        });
+    }
     let quiet = cli.quiet;
     let cli_config = (cli.config.clone(), cli.no_config);
     let outcome = match cli.command {

@@ -17,6 +17,32 @@ use std::sync::{Mutex, MutexGuard, Once};
 static TEMPS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 static INSTALL: Once = Once::new();
 
+/// Clean-ups of things that are not local files (a cluster audit's views
+/// under an object-store prefix), run by the handler too.
+type Cleanup = Box<dyn Fn() + Send>;
+static CLEANUPS: Mutex<Vec<(u64, Cleanup)>> = Mutex::new(Vec::new());
+
+/// Run `cleanup` if an interrupt comes before [`forget_cleanup`] with the
+/// id returned.
+pub fn on_interrupt(cleanup: Cleanup) -> u64 {
+    install();
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    CLEANUPS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((id, cleanup));
+    id
+}
+
+/// Drop the clean-up registered as `id` (its owner cleaned up itself).
+pub fn forget_cleanup(id: u64) {
+    CLEANUPS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|(i, _)| *i != id);
+}
+
 fn registry() -> MutexGuard<'static, Vec<PathBuf>> {
     // A panic while holding the lock leaves the list usable.
     TEMPS.lock().unwrap_or_else(|e| e.into_inner())
@@ -34,6 +60,9 @@ pub fn install() {
             .name("hvaudit-signals".into())
             .spawn(move || {
                 if let Some(sig) = signals.forever().next() {
+                    for (_, cleanup) in CLEANUPS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                        cleanup();
+                    }
                     let temps = registry();
                     for p in temps.iter() {
                         if p.is_dir() {

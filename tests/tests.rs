@@ -13,6 +13,7 @@ mod fixtures_outcome;
 mod forced_plans;
 mod gate;
 mod ingest;
+mod object_storage;
 mod outputs;
 mod properties;
 mod replay;

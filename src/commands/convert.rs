@@ -38,23 +38,28 @@ pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
     // An output that is an input is refused before anything is made.
     let (found, skipped) =
         crate::ingest::inputs::expand(&args.input.paths, args.input.allow_empty)?;
-    crate::output::refuse_inputs(&[("-o", out.as_path())], &found)?;
-    std::fs::create_dir_all(&out_dir).map_err(|e| {
-        anyhow::anyhow!(
-            "cannot create {}: {e}; pass a writable directory or a FILE.parquet",
-            out_dir.display()
-        )
-    })?;
-    sweep(out, single, quiet);
+    let remote = is_object_url(out);
+    if !remote {
+        crate::output::refuse_inputs(&[("-o", out.as_path())], &found)?;
+        std::fs::create_dir_all(&out_dir).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot create {}: {e}; pass a writable directory or a FILE.parquet",
+                out_dir.display()
+            )
+        })?;
+        sweep(out, single, quiet);
+    }
     // Under a memory limit the rows are spilled as they are read (to
-    // --spill-dir, else beside the output, which must hold them anyway),
-    // and memory holds the redelivery table, not the log.
-    let spill = args.input.memory_limit.map(|_| {
-        args.input
-            .spill_dir
-            .clone()
-            .unwrap_or_else(|| out_dir.clone())
-    });
+    // --spill-dir, else beside a local output, which must hold them
+    // anyway), and memory holds the redelivery table, not the log.
+    let spill = args
+        .input
+        .memory_limit
+        .map(|_| match &args.input.spill_dir {
+            Some(dir) => dir.clone(),
+            None if remote => std::env::temp_dir(),
+            None => out_dir.clone(),
+        });
     // The archive keeps every rejected line unless told otherwise.
     let outputs = [("-o", args.output.as_path())];
     let mut ingested = super::load_found(
@@ -161,8 +166,9 @@ struct Files {
 }
 
 struct Open {
-    temp: crate::signals::Temp,
-    writer: ArrowWriter<std::fs::File>,
+    /// The local temp file (None for an object, which is an upload).
+    temp: Option<crate::signals::Temp>,
+    writer: ArrowWriter<Sink>,
     /// When it last got rows (in `Files::writes`).
     last: u64,
 }
@@ -195,13 +201,23 @@ impl Files {
         batch: &RecordBatch,
     ) -> anyhow::Result<()> {
         if !self.open.contains_key(&path) {
-            let dir = path
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            std::fs::create_dir_all(dir)?;
-            // Registered: an interrupt removes it (see signals.rs).
-            let tmp = crate::signals::temp_in(dir)?;
+            let (temp, sink) = if is_object_url(&path) {
+                let url = path.to_str().expect("a URL given as text");
+                (
+                    None,
+                    Sink::Object(crate::ingest::remote::ObjectWriter::create(url)?),
+                )
+            } else {
+                let dir = path
+                    .parent()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .unwrap_or(Path::new("."));
+                std::fs::create_dir_all(dir)?;
+                // Registered: an interrupt removes it (see signals.rs).
+                let tmp = crate::signals::temp_in(dir)?;
+                let file = tmp.reopen()?;
+                (Some(tmp), Sink::File(file))
+            };
             let props = WriterProperties::builder()
                 .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
                 .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
@@ -211,9 +227,9 @@ impl Files {
                     KeyValue::new(RUN_KEY.into(), self.run_id.clone()),
                 ]))
                 .build();
-            let writer = ArrowWriter::try_new(tmp.reopen()?, schema.clone(), Some(props))?;
+            let writer = ArrowWriter::try_new(sink, schema.clone(), Some(props))?;
             let open = Open {
-                temp: tmp,
+                temp,
                 writer,
                 last: 0,
             };
@@ -235,21 +251,63 @@ impl Files {
         Ok(())
     }
 
-    /// Close every file and rename them all into place; how many.
+    /// Close every file and rename them all into place (objects: complete
+    /// their uploads); how many.
     fn finish(self) -> anyhow::Result<usize> {
         let mut temps = Vec::new();
         let mut paths = Vec::new();
+        let mut uploads = Vec::new();
+        let count = self.open.len();
         for (path, file) in self.open {
-            file.writer.close()?;
-            temps.push(file.temp);
-            paths.push(path);
+            match file.temp {
+                Some(temp) => {
+                    file.writer.close()?;
+                    temps.push(temp);
+                    paths.push(path);
+                }
+                None => match file.writer.into_inner()? {
+                    Sink::Object(upload) => uploads.push(upload),
+                    Sink::File(_) => unreachable!("a file sink has its temp"),
+                },
+            }
         }
-        // Dropping an unpersisted temp file deletes it, so an error above
-        // leaves nothing behind; only a complete set is renamed into place.
-        // An interrupt during the renames waits for them (see signals.rs).
+        // Dropping an unpersisted temp file deletes it (an unfinished upload
+        // is aborted), so an error above leaves nothing behind; only a
+        // complete set is renamed into place or completed. An interrupt
+        // during the renames waits for them (see signals.rs).
         crate::signals::persist_all(temps.into_iter().zip(paths.iter().map(PathBuf::as_path)))?;
-        Ok(paths.len())
+        for upload in uploads {
+            upload.finish()?;
+        }
+        Ok(count)
     }
+}
+
+/// Where a Parquet file's bytes go: a local temp file, or an object upload.
+enum Sink {
+    File(std::fs::File),
+    Object(crate::ingest::remote::ObjectWriter),
+}
+
+impl std::io::Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Sink::File(f) => f.write(buf),
+            Sink::Object(o) => o.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Sink::File(f) => f.flush(),
+            Sink::Object(o) => o.flush(),
+        }
+    }
+}
+
+/// Whether `-o` names an object (`s3://bucket/prefix/`) rather than a path.
+fn is_object_url(path: &Path) -> bool {
+    path.to_str().is_some_and(crate::ingest::remote::is_url)
 }
 
 /// Remove what killed runs left where this one writes: the output file's

@@ -41,6 +41,13 @@ pub fn scan_inputs(paths: &[PathBuf], allow_empty: bool) -> anyhow::Result<Parqu
     };
     let mut ranges: Vec<(Option<String>, (i64, i64), String)> = Vec::new();
     for input in &found {
+        if input.stream.is_some() {
+            anyhow::bail!(
+                "{}: a cluster or --in-place reads Parquet files, not a stream; convert it first \
+                 (`hvaudit convert - -o DIR`), then audit DIR",
+                input.display
+            );
+        }
         if input.format != Format::Parquet {
             anyhow::bail!(
                 "{}: a cluster or --in-place reads Parquet written by `hvaudit convert`, not {}; \
@@ -50,8 +57,12 @@ pub fn scan_inputs(paths: &[PathBuf], allow_empty: bool) -> anyhow::Result<Parqu
             );
         }
         let file = describe_own(input).map_err(|e| anyhow::anyhow!("{}: {e}", input.display))?;
-        // Executors open the files themselves: give them absolute paths.
-        let path = std::fs::canonicalize(&input.path)?;
+        // Executors open the files themselves: give them absolute paths
+        // (objects by their URL, read through `remote::UrlStores`).
+        let path = match &input.object {
+            Some(object) => PathBuf::from(&object.url),
+            None => std::fs::canonicalize(&input.path)?,
+        };
         let table = match file.table {
             OwnTable::Events => "events",
             OwnTable::Evidence => "evidence",

@@ -1,5 +1,6 @@
-//! Turning command-line paths (files, directories, globs) into a sorted list
-//! of inputs, each with its format recognised by content.
+//! Turning command-line paths (files, directories, globs, object-store URLs,
+//! standard input) into a sorted list of inputs, each with its format
+//! recognised by content.
 
 use std::fs::File;
 use std::io::{IsTerminal, Read};
@@ -37,6 +38,8 @@ pub struct Input {
     /// so the handle opened to recognise its format is kept, with the bytes
     /// read for that, and read from there on.
     pub stream: Option<Stream>,
+    /// An object in a store (`s3://…`), read by ranges.
+    pub object: Option<super::remote::RemoteObject>,
 }
 
 /// A one-time readable input, opened already (see [`Input::stream`]).
@@ -87,6 +90,8 @@ pub enum InputError {
          shipper?) or pass --allow-empty to accept it"
     )]
     NoLogs { path: String, skipped: String },
+    #[error("cannot read {url}: {reason}")]
+    Remote { url: String, reason: String },
 }
 
 /// What a walk skipped, for the error that it found no log: the first few.
@@ -118,13 +123,38 @@ const LOG_EXTENSIONS: [&str; 9] = [
     "ndjson", "jsonl", "json", "log", "gz", "zst", "zstd", "parquet", "ldjson",
 ];
 
+/// Whether a file name has one of the log extensions.
+pub fn named_like_a_log(name: &str) -> bool {
+    let name = name.to_lowercase();
+    LOG_EXTENSIONS
+        .iter()
+        .any(|x| name.ends_with(&format!(".{x}")))
+}
+
+/// Why a file or object without a log's name or content was passed over.
+pub fn not_a_log_reason() -> String {
+    format!(
+        "not a log: no log file extension (*.{}) and the content is not NDJSON, gzip, zstd or \
+         Parquet",
+        LOG_EXTENSIONS.join(", *.")
+    )
+}
+
 /// Expand paths into inputs. Files named explicitly must be readable;
-/// directories are walked recursively in sorted order. A directory or
-/// pattern that yields no log is an error unless `allow_empty`.
+/// directories are walked recursively in sorted order; object-store URLs
+/// are listed the same way (see `remote`). No path at all means standard
+/// input when it is not a terminal (`zcat x.gz | hvaudit audit`). A
+/// directory or pattern that yields no log is an error unless `allow_empty`.
 pub fn expand(
     paths: &[PathBuf],
     allow_empty: bool,
 ) -> Result<(Vec<Input>, Vec<Skipped>), InputError> {
+    let stdin_default = [PathBuf::from(STDIN_ARG)];
+    let paths = if paths.is_empty() && !std::io::stdin().is_terminal() {
+        &stdin_default[..]
+    } else {
+        paths
+    };
     if paths.is_empty() {
         return Err(InputError::Empty);
     }
@@ -140,7 +170,34 @@ pub fn expand(
             path: shown.clone(),
             reason,
         };
-        if p.as_os_str() == STDIN_ARG {
+        if let Some(url) = p.to_str().filter(|s| super::remote::is_url(s)) {
+            let found = super::remote::expand(url).map_err(|e| InputError::Remote {
+                url: e.url,
+                reason: e.reason,
+            })?;
+            if found.objects.is_empty() && !allow_empty {
+                return Err(InputError::NoLogs {
+                    path: shown,
+                    skipped: skipped_note(&found.skipped),
+                });
+            }
+            skipped.extend(found.skipped);
+            for object in found.objects {
+                let format = object.format().map_err(|e| InputError::Remote {
+                    url: object.url.clone(),
+                    reason: e.to_string(),
+                })?;
+                inputs.push(Input {
+                    path: PathBuf::from(&object.url),
+                    display: object.url.clone(),
+                    format,
+                    bytes: object.size,
+                    stream: None,
+                    object: Some(object),
+                });
+            }
+            continue;
+        } else if p.as_os_str() == STDIN_ARG {
             let stdin = std::io::stdin();
             let terminal = stdin.is_terminal();
             inputs.push(
@@ -215,21 +272,14 @@ fn walk_dir(dir: &Path, inputs: &mut Vec<Input>, skipped: &mut Vec<Skipped>) {
     for entry in walker {
         match entry {
             Ok(e) if e.file_type().is_file() => {
-                let name = e.file_name().to_string_lossy().to_lowercase();
-                let named_like_a_log = LOG_EXTENSIONS
-                    .iter()
-                    .any(|x| name.ends_with(&format!(".{x}")));
+                let named = named_like_a_log(&e.file_name().to_string_lossy());
                 let taken = match open_input(e.path()) {
-                    Ok(i) if named_like_a_log => Ok(i),
+                    Ok(i) if named => Ok(i),
                     // A shipper's `current` or `app.out`: taken when its
                     // content is a log.
                     Ok(i) => match looks_like_a_log(e.path(), i.format) {
                         Ok(true) => Ok(i),
-                        Ok(false) => Err(format!(
-                            "not a log: no log file extension (*.{}) and the content is not \
-                             NDJSON, gzip, zstd or Parquet",
-                            LOG_EXTENSIONS.join(", *.")
-                        )),
+                        Ok(false) => Err(not_a_log_reason()),
                         Err(e) => Err(e),
                     },
                     Err(reason) => Err(reason),
@@ -342,6 +392,7 @@ fn open_stream(
         format,
         bytes: 0,
         stream: Some(Stream::new(head, reader)),
+        object: None,
     })
 }
 
@@ -371,6 +422,7 @@ fn open_input(path: &Path) -> Result<Input, String> {
         format: sniff(&head),
         bytes,
         stream: None,
+        object: None,
     })
 }
 
@@ -383,8 +435,13 @@ fn looks_like_a_log(path: &Path, format: Format) -> Result<bool, String> {
     }
     let mut f = File::open(path).map_err(|e| e.to_string())?;
     let head = read_head(&mut f, 4096).map_err(|e| e.to_string())?;
-    let text = head.strip_prefix(&[0xef, 0xbb, 0xbf][..]).unwrap_or(&head);
-    Ok(text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{'))
+    Ok(opens_a_json_object(&head))
+}
+
+/// Whether text starts (after a byte order mark and blanks) a JSON object.
+pub fn opens_a_json_object(head: &[u8]) -> bool {
+    let text = head.strip_prefix(&[0xef, 0xbb, 0xbf][..]).unwrap_or(head);
+    text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
 }
 
 /// A path as reports and messages show it: UTF-8 as it is, with hidden

@@ -12,6 +12,7 @@ mod number_column;
 pub mod parquet;
 pub mod payload;
 pub mod payload_schema;
+pub mod remote;
 pub mod row;
 pub mod schema;
 mod text_column;

@@ -162,9 +162,12 @@ pub fn read_chunks(
             Some(r) => r,
             None => return Some("already read (a stream can be read only once)".into()),
         },
-        None => match std::fs::File::open(&input.path) {
-            Ok(f) => Box::new(f),
-            Err(e) => return Some(format!("cannot open: {e}")),
+        None => match &input.object {
+            Some(object) => Box::new(object.reader_from(0)),
+            None => match std::fs::File::open(&input.path) {
+                Ok(f) => Box::new(f),
+                Err(e) => return Some(format!("cannot open: {e}")),
+            },
         },
     };
     let counting = Counting {
@@ -217,6 +220,7 @@ pub fn read_chunks(
             let what = match input.format {
                 Format::Gzip => "gzip stream",
                 Format::Zstd => "zstd stream",
+                _ if input.object.is_some() => "object",
                 _ => "file",
             };
             let lost = if matches!(input.format, Format::Gzip | Format::Zstd) {

@@ -156,8 +156,12 @@ fn open(input: &Input, threads: usize) -> Opened {
         batches: Vec::new(),
         error: Some(e),
     };
-    let footer = match open_file(&input.path) {
-        Ok((_, footer)) => footer,
+    let footer = match &input.object {
+        Some(object) => read_footer(object),
+        None => open_file(&input.path).map(|(_, footer)| footer),
+    };
+    let footer = match footer {
+        Ok(footer) => footer,
         Err(e) => return failed(e),
     };
     let (table, run) = own_table(&footer);
@@ -176,8 +180,13 @@ fn open(input: &Input, threads: usize) -> Opened {
         };
     }
     let skip_empty = matches!(kind, Kind::Events);
-    let reopen = || File::open(&input.path).map_err(|e| format!("cannot open: {e}"));
-    let (mut batches, mut error) = decode(&footer, &reopen, threads, skip_empty);
+    let (mut batches, mut error) = match &input.object {
+        Some(object) => decode(&footer, &|| Ok(object.clone()), threads, skip_empty),
+        None => {
+            let reopen = || File::open(&input.path).map_err(|e| format!("cannot open: {e}"));
+            decode(&footer, &reopen, threads, skip_empty)
+        }
+    };
     let mut kind = kind;
     if matches!(kind, Kind::Events)
         && let Some(bad) = batches.iter().find_map(implausible_events)
@@ -663,7 +672,20 @@ pub struct OwnFile {
 /// Describe one of `convert`'s files, reading only its footer and the
 /// `seq` and `redeliveries` columns. Anything else is an error that says so.
 pub fn describe_own(input: &Input) -> Result<OwnFile, String> {
-    let (file, footer) = open_file(&input.path)?;
+    match &input.object {
+        Some(object) => describe(input, object.clone(), read_footer(object)?),
+        None => {
+            let (file, footer) = open_file(&input.path)?;
+            describe(input, file, footer)
+        }
+    }
+}
+
+fn describe<R: ChunkReader + 'static>(
+    input: &Input,
+    file: R,
+    footer: ArrowReaderMetadata,
+) -> Result<OwnFile, String> {
     let (Some(table), run) = own_table(&footer) else {
         return Err(
             "not written by this version of `hvaudit convert`; a cluster or --in-place \

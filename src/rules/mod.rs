@@ -44,7 +44,39 @@ pub enum Materialize {
     /// the shared storage and read back (a cluster audit): each view is
     /// computed once, not once per rule that reads it. The directory goes
     /// when the last clone is dropped, or on an interrupt.
-    OnCluster(Arc<crate::signals::TempDir>),
+    OnCluster(Arc<Scratch>),
+}
+
+/// Where a cluster audit's executors write the views: a directory on a
+/// shared filesystem, or a prefix in the object store the inputs are in.
+pub enum Scratch {
+    Dir(crate::signals::TempDir),
+    Objects(crate::ingest::remote::TempPrefix),
+}
+
+impl Scratch {
+    /// Where a view's files go: a directory path or URL ending in `/`.
+    fn place(&self, name: &str) -> std::result::Result<String, String> {
+        match self {
+            Scratch::Dir(dir) => {
+                let place = dir.path().join(name);
+                // There even when no partition has a row.
+                std::fs::create_dir_all(&place).map_err(|e| e.to_string())?;
+                place
+                    .to_str()
+                    .map(|p| format!("{p}/"))
+                    .ok_or_else(|| "the path is not UTF-8".to_string())
+            }
+            Scratch::Objects(prefix) => Ok(format!("{}{name}/", prefix.url())),
+        }
+    }
+
+    fn shown(&self) -> String {
+        match self {
+            Scratch::Dir(dir) => dir.path().display().to_string(),
+            Scratch::Objects(prefix) => prefix.url().to_string(),
+        }
+    }
 }
 
 /// The files of views materialized on disk. They are temp files: removed
@@ -101,8 +133,8 @@ async fn register_view(
             Materialize::OnDisk(files) if v.materialize => {
                 write_view(ctx, &v.name, df, files).await
             }
-            Materialize::OnCluster(dir) if v.materialize => {
-                write_on_cluster(ctx, &v.name, df, dir).await
+            Materialize::OnCluster(scratch) if v.materialize => {
+                write_on_cluster(ctx, &v.name, df, scratch).await
             }
             _ => ctx.register_table(&v.name, df.into_view()).map(drop),
         }
@@ -183,24 +215,15 @@ async fn write_on_cluster(
     ctx: &SessionContext,
     name: &str,
     df: datafusion::dataframe::DataFrame,
-    dir: &crate::signals::TempDir,
+    scratch: &Scratch,
 ) -> datafusion::error::Result<()> {
     use datafusion::config::TableParquetOptions;
     use datafusion::dataframe::DataFrameWriteOptions;
-    let place = dir.path().join(name);
-    let failed = |e: std::io::Error| {
+    let path = scratch.place(name).map_err(|e| {
         DataFusionError::Execution(format!(
             "cannot write view {name} in {}: {e} (choose another --spill-dir on storage every \
              executor can write)",
-            dir.path().display()
-        ))
-    };
-    // There even when no partition has a row.
-    std::fs::create_dir_all(&place).map_err(failed)?;
-    let path = place.to_str().map(|p| format!("{p}/")).ok_or_else(|| {
-        DataFusionError::Execution(format!(
-            "cannot write view {name} in {}: the path is not UTF-8 (choose another --spill-dir)",
-            dir.path().display()
+            scratch.shown()
         ))
     })?;
     // As for the views written in place (write_view).
