@@ -26,7 +26,7 @@ fn free_port() -> u16 {
 /// stops it.
 struct Server {
     port: u16,
-    _alive: Mutex<ChildStdin>,
+    _alive: Mutex<(ChildStdin, std::process::Child)>,
 }
 
 fn server() -> &'static Server {
@@ -55,7 +55,7 @@ fn server() -> &'static Server {
         );
         Server {
             port,
-            _alive: Mutex::new(child.stdin.take().unwrap()),
+            _alive: Mutex::new((child.stdin.take().unwrap(), child)),
         }
     })
 }
