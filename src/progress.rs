@@ -23,9 +23,12 @@ impl Drop for Ticker {
     }
 }
 
-/// Bytes ingested with throughput and ETA, from the total input size.
+/// Bytes ingested with throughput and ETA, from the total input size
+/// (local files and objects alike), under the phase's name: `reading`, or
+/// `reading, spilling rows` when the rows go to disk as they are read.
 pub fn ingest_bar(
     quiet: bool,
+    phase: &str,
     inputs: &[crate::ingest::inputs::Input],
     bytes: &Arc<AtomicU64>,
 ) -> Option<Ticker> {
@@ -36,9 +39,9 @@ pub fn ingest_bar(
     let total: u64 = inputs.iter().map(|i| i.bytes).sum();
     let bar = ProgressBar::new(total.max(1));
     bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} reading {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-        )
+        ProgressStyle::with_template(&format!(
+            "{{spinner}} {phase} {{bytes}}/{{total_bytes}} {{bytes_per_sec}} eta {{eta}}"
+        ))
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let stop = Arc::new(AtomicBool::new(false));
@@ -63,10 +66,36 @@ pub fn rules_bar(show: bool, total: usize) -> ProgressBar {
     }
     let bar = ProgressBar::new(total as u64);
     bar.set_style(
-        ProgressStyle::with_template("{spinner} rules {pos}/{len} {wide_msg}")
+        ProgressStyle::with_template("{spinner} auditing: rules {pos}/{len} {wide_msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar
+}
+
+/// A phase without a measure (writing spilled rows as Parquet): a spinner
+/// with its name and the time it has taken, until dropped.
+pub fn phase_spinner(quiet: bool, phase: &str) -> Option<Spinner> {
+    if quiet || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    bar.set_message(phase.to_string());
+    bar.tick();
+    bar.enable_steady_tick(Duration::from_millis(100));
+    Some(Spinner(bar))
+}
+
+/// See [`phase_spinner`].
+pub struct Spinner(ProgressBar);
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        self.0.finish_and_clear();
+    }
 }
 
 /// The run's start, for placing timings on one time line.

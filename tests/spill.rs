@@ -189,3 +189,35 @@ fn sql_over_a_table_that_would_not_fit_answers_as_the_loaded_one() {
         "scratch removed"
     );
 }
+
+/// The progress on a terminal names each phase of a spilled audit:
+/// reading (with the rows spilled), writing them as Parquet, auditing.
+/// `script` gives the run a terminal and keeps what it drew.
+#[test]
+fn a_spilled_audit_shows_each_phase_on_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = hard_log(dir.path());
+    let bin = assert_cmd::cargo::cargo_bin("hvaudit");
+    let screen = dir.path().join("screen");
+    let command = format!(
+        "{} --no-config audit --memory-limit 48M --format json -o {} {}",
+        bin.display(),
+        dir.path().join("r.json").display(),
+        log.display()
+    );
+    let status = std::process::Command::new("script")
+        .args(["-qec", &command])
+        .arg(&screen)
+        .stdin(std::process::Stdio::null())
+        .status()
+        .expect("`script` (util-linux) gives the run a terminal");
+    assert_eq!(status.code(), Some(1), "findings at --fail-on high");
+    let drawn = String::from_utf8_lossy(&std::fs::read(&screen).unwrap()).into_owned();
+    for phase in [
+        "reading, spilling rows",
+        "spilling: writing the rows as Parquet",
+        "auditing: rules",
+    ] {
+        assert!(drawn.contains(phase), "no {phase:?} in: {drawn}");
+    }
+}

@@ -103,7 +103,9 @@ pub fn read_to_disk(
     )?;
     let tables = scratch.path().join("tables");
     std::fs::create_dir_all(&tables)?;
+    let spinner = crate::progress::phase_spinner(quiet, "spilling: writing the rows as Parquet");
     convert::write_tables(&mut ingested, &tables, false, 0)?;
+    drop(spinner);
     Ok(OnDisk {
         ingested,
         tables,
@@ -193,7 +195,12 @@ pub fn load_found(
     }
     refuse_inputs(&outputs, &found)?;
     let mut bad_out = args.bad_lines.as_deref().map(Output::create).transpose()?;
-    let bar = crate::progress::ingest_bar(quiet, &found, &opts.progress);
+    let phase = if opts.spill_dir.is_some() {
+        "reading, spilling rows"
+    } else {
+        "reading"
+    };
+    let bar = crate::progress::ingest_bar(quiet, phase, &found, &opts.progress);
     let ingested = ingest_inputs_into(&found, skipped, &opts, bad_out.as_mut().map(Output::writer))
         .map_err(|e| match e {
             IngestFailure::BadLinesOut(e) => {
