@@ -14,9 +14,7 @@ use datafusion::arrow::array::{Int64Array, RecordBatch, UInt32Array};
 use datafusion::arrow::compute::take_record_batch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::parquet::arrow::ArrowWriter;
-use datafusion::parquet::basic::{Compression, ZstdLevel};
 use datafusion::parquet::file::metadata::KeyValue;
-use datafusion::parquet::file::properties::WriterProperties;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -202,8 +200,7 @@ impl Files {
             std::fs::create_dir_all(dir)?;
             // Registered: an interrupt removes it (see signals.rs).
             let tmp = crate::signals::temp_in(dir)?;
-            let props = WriterProperties::builder()
-                .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
+            let props = crate::output::parquet_properties()
                 .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
                 .set_key_value_metadata(Some(vec![
                     KeyValue::new(LAYOUT_KEY.into(), LAYOUT_VERSION.to_string()),
