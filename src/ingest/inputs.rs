@@ -87,6 +87,10 @@ pub enum InputError {
          shipper?) or pass --allow-empty to accept it"
     )]
     NoLogs { path: String, skipped: String },
+    /// Parquet of two convert runs whose seqs overlap (see
+    /// `in_place::check_seqs_disjoint`, which words it).
+    #[error("{0}")]
+    OverlappingRuns(String),
 }
 
 /// What a walk skipped, for the error that it found no log: the first few.
