@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 /// The metadata key naming this file's layout, and its version: a reader
 /// can tell a findings file from the events tables.
-pub const FINDINGS_KEY: &str = "hvaudit.findings";
+const FINDINGS_KEY: &str = "hvaudit.findings";
 const FINDINGS_LAYOUT: &str = "1";
 
 /// Findings serialized at a time, and per row group: memory holds one
@@ -72,7 +72,7 @@ fn drain(writer: &mut ArrowWriter<Vec<u8>>, out: &mut dyn Write) -> anyhow::Resu
 /// The columns, in the JSON's key order. Lines are int64 as `src_line` is
 /// in the events table (a join needs no cast); instants are timestamps at
 /// the JSON's millisecond precision.
-pub fn schema() -> SchemaRef {
+fn schema() -> SchemaRef {
     let text = |name: &str, nullable: bool| Field::new(name, DataType::Utf8, nullable);
     let line = Field::new("line", DataType::Int64, false);
     let instant = |name: &str| {
@@ -119,4 +119,68 @@ pub fn schema() -> SchemaRef {
         Field::new("suppression", DataType::Struct(suppression), true),
         text("baseline_state", true),
     ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::finding::{Finding, Gate, Location, Severity, Span};
+    use datafusion::arrow::array::{Array, AsArray};
+    use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    /// More findings than one row group holds: every group is drained into
+    /// the output as it closes, and the footer still finds them all.
+    #[test]
+    fn findings_past_one_row_group_read_back_whole_and_in_order() {
+        let count = 2 * ROWS + 5;
+        let findings: Vec<Finding> = (0..count)
+            .map(|n| Finding {
+                rule: "task.x".into(),
+                severity: Severity::Low,
+                family: "task".into(),
+                message: format!("finding {n}"),
+                task_id: None,
+                agent: None,
+                session_id: None,
+                event_ids: vec![format!("e{n}")],
+                locations: vec![Location {
+                    file: "log.ndjson".into(),
+                    line: n as u64 + 1,
+                    event_id: None,
+                }],
+                at: None,
+                fingerprint: format!("{n:016x}"),
+                timeline: Vec::new(),
+                suppression: None,
+                baseline_state: None,
+            })
+            .collect();
+        let report = Report {
+            tool: "hvaudit".into(),
+            version: "0".into(),
+            inputs: Vec::new(),
+            span: Span {
+                from: None,
+                to: None,
+            },
+            rules: Vec::new(),
+            unresolved_basis: 0,
+            findings: findings.into(),
+            rule_errors: Vec::new(),
+            timeline_buckets: Vec::new(),
+            gate: Gate::default(),
+        };
+        let mut out = Vec::new();
+        render(&report, &mut out).unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(out)).unwrap();
+        assert_eq!(reader.metadata().num_row_groups(), 3);
+        let mut messages = Vec::new();
+        for batch in reader.build().unwrap() {
+            let batch = batch.unwrap();
+            let column = batch.column_by_name("message").unwrap().as_string::<i32>();
+            messages.extend((0..column.len()).map(|i| column.value(i).to_string()));
+        }
+        let expected: Vec<String> = (0..count).map(|n| format!("finding {n}")).collect();
+        assert_eq!(messages, expected);
+    }
 }
