@@ -182,7 +182,7 @@ pub struct InputArgs {
 pub struct AuditArgs {
     #[command(flatten)]
     pub input: InputArgs,
-    /// Report format.
+    /// Report format (parquet: one row per finding, to -o FILE or a pipe).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
     /// Write the report here instead of stdout (a file is replaced

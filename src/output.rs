@@ -236,3 +236,36 @@ pub fn refuse_inputs(
     }
     Ok(())
 }
+
+/// Refuse a binary output (Parquet) bound for a terminal, where it would
+/// only garble the screen: standard output (`path` None or `-`) or a
+/// terminal named as the file. A pipe, a file or `/dev/null` is fine.
+pub fn refuse_binary_to_terminal(path: Option<&Path>) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    use std::os::unix::fs::FileTypeExt;
+    let terminal = match path.filter(|p| p.as_os_str() != "-") {
+        None => io::stdout().is_terminal(),
+        // Only a character device can be a terminal; opening one does not
+        // block, as opening a FIFO would.
+        Some(p) => {
+            std::fs::metadata(p).is_ok_and(|m| m.file_type().is_char_device())
+                && OpenOptions::new()
+                    .write(true)
+                    .open(p)
+                    .is_ok_and(|f| f.is_terminal())
+        }
+    };
+    if terminal {
+        anyhow::bail!("--format parquet is binary: write it with -o FILE, or pipe it");
+    }
+    Ok(())
+}
+
+/// How every Parquet output is written (convert's tables, `sql` results,
+/// the findings): zstd at level 3, fast to write and well compressed.
+pub fn parquet_properties() -> datafusion::parquet::file::properties::WriterPropertiesBuilder {
+    use datafusion::parquet::basic::{Compression, ZstdLevel};
+    let level = ZstdLevel::try_new(3).expect("3 is a zstd level");
+    datafusion::parquet::file::properties::WriterProperties::builder()
+        .set_compression(Compression::ZSTD(level))
+}

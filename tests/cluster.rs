@@ -193,9 +193,19 @@ fn shards_without_their_own_number_are_refused() {
     let (fa, fb) = (dir.path().join("a.ndjson"), dir.path().join("b.ndjson"));
     std::fs::write(&fa, &bytes).unwrap();
     std::fs::write(&fb, &bytes).unwrap();
-    let out = dir.path().join("parquet");
+    let (out, other) = (dir.path().join("parquet"), dir.path().join("other"));
     convert(&[&fa], &out, 0);
-    convert(&[&fb], &out, 0);
+    // convert refuses a second shard 0 in `out`: put it there by hand.
+    convert(&[&fb], &other, 0);
+    for entry in walkdir::WalkDir::new(&other) {
+        let from = entry.unwrap().into_path();
+        let to = out.join(from.strip_prefix(&other).unwrap());
+        if from.is_dir() {
+            std::fs::create_dir_all(&to).unwrap();
+        } else {
+            std::fs::copy(&from, &to).unwrap();
+        }
+    }
     let err = on_cluster(&out).expect_err("overlapping seqs are refused");
     assert!(err.to_string().contains("--shard"), "{err}");
 }

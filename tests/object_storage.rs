@@ -249,6 +249,15 @@ fn convert_to_s3_then_audit_in_place_from_s3_equals_the_local_run() {
         .arg(dir.path())
         .assert()
         .success();
+    // A second run of the same shard into the prefix is refused, as for a
+    // directory.
+    let again = hvaudit()
+        .args(["convert", "-q", "-o", &url])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already holds a convert run"));
     let keys = keys_under("converted");
     assert!(
         keys.iter().any(|k| k.starts_with("converted/events/day="))

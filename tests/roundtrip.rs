@@ -323,3 +323,192 @@ fn parquet_of_layout_1_gives_the_same_report() {
         events_of(std::slice::from_ref(&old))
     );
 }
+
+/// `hvaudit ARGS`: its exit code and stderr.
+fn run(args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
+    let output = Command::cargo_bin("hvaudit")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output.status.code(), stderr)
+}
+
+/// The files under `dir`, relative, sorted.
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = walkdir::WalkDir::new(dir)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.path().strip_prefix(dir).unwrap().to_path_buf())
+        .collect();
+    files.sort();
+    files
+}
+
+/// A second convert run of the same shard into one directory would hold
+/// every event twice under the same seqs: refused, saying what to do, and
+/// the directory is left as it was. A run of its own shard is welcome.
+#[test]
+fn convert_refuses_a_directory_holding_a_run_of_the_same_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.ndjson");
+    std::fs::write(&log, crate::common::synth_log(4, 20_000, 0.0)).unwrap();
+    let out = dir.path().join("parquet");
+    convert(&log, &out);
+    let first = files_under(&out);
+    for shard in [&[][..], &["--shard".as_ref(), "0".as_ref()]] {
+        let mut args: Vec<&std::ffi::OsStr> = vec!["convert".as_ref(), "-q".as_ref()];
+        args.extend(shard);
+        args.extend(["-o".as_ref(), out.as_os_str(), log.as_os_str()]);
+        let (code, stderr) = run(&args);
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(
+            stderr.contains("already holds a convert run of --shard 0")
+                && stderr.contains("write to a new directory")
+                && stderr.contains("--shard N")
+                && stderr.contains("in use: 0"),
+            "{stderr}"
+        );
+        assert_eq!(files_under(&out), first, "nothing written");
+    }
+    let (code, stderr) = run(&[
+        "convert".as_ref(),
+        "-q".as_ref(),
+        "--shard".as_ref(),
+        "3".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        log.as_os_str(),
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(files_under(&out).len() > first.len());
+    // A FILE.parquet output is replaced by a new run, not added to, its
+    // siblings too: the earlier run's rejected lines are not left beside it.
+    let single = dir.path().join("one.parquet");
+    let sample = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("samples/incident/harmovela-0.2.ndjson");
+    let sample = std::fs::read_to_string(sample).unwrap();
+    let clean: String = sample.lines().take(20).map(|l| format!("{l}\n")).collect();
+    let (clean_log, with_bad) = (
+        dir.path().join("clean.ndjson"),
+        dir.path().join("bad.ndjson"),
+    );
+    std::fs::write(&clean_log, &clean).unwrap();
+    std::fs::write(&with_bad, clean + "not json\n").unwrap();
+    convert(&with_bad, &single);
+    let sibling = dir.path().join("one.bad_lines.parquet");
+    assert!(sibling.is_file());
+    convert(&clean_log, &single);
+    assert!(
+        !sibling.exists(),
+        "the earlier run's rejected lines are gone"
+    );
+    assert_eq!(read(std::slice::from_ref(&single)).total().bad_lines, 0);
+}
+
+/// Lines of a log split in two by event id, so that an event's
+/// redeliveries stay in one part (as shards should be cut).
+fn split_by_id(log: &[u8]) -> [Vec<u8>; 2] {
+    let mut parts = [Vec::new(), Vec::new()];
+    for line in log.split_inclusive(|b| *b == b'\n') {
+        let id = serde_json::from_slice::<serde_json::Value>(line)
+            .ok()
+            .and_then(|v| v["id"].as_str().map(str::to_string))
+            .unwrap_or_default();
+        let part = id.bytes().map(usize::from).sum::<usize>() % 2;
+        parts[part].extend_from_slice(line);
+    }
+    parts
+}
+
+/// Two shards converted into one directory, each with its own `--shard`:
+/// the loaded audit and the in-place one read the same events and give
+/// the same report, and the accounting holds.
+#[test]
+fn shards_of_one_directory_are_read_alike_loaded_and_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = crate::common::synth_log(12, 120_000, 0.02);
+    log.extend_from_slice(b"not json\n");
+    let out = dir.path().join("parquet");
+    for (shard, part) in split_by_id(&log).iter().enumerate() {
+        let path = dir.path().join(format!("part{shard}.ndjson"));
+        std::fs::write(&path, part).unwrap();
+        let (code, stderr) = run(&[
+            "convert".as_ref(),
+            "-q".as_ref(),
+            "--shard".as_ref(),
+            shard.to_string().as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+            path.as_os_str(),
+        ]);
+        assert_eq!(code, Some(0), "{stderr}");
+    }
+    let loaded = audit_json(&out, &[]);
+    assert!(loaded.contains("\"rule\""), "the log has findings");
+    assert_eq!(loaded, audit_json(&out, &["--in-place"]));
+    let report: serde_json::Value = serde_json::from_str(&loaded).unwrap();
+    let whole = dir.path().join("whole.ndjson");
+    std::fs::write(&whole, &log).unwrap();
+    let single: serde_json::Value = serde_json::from_str(&audit_json(&whole, &[])).unwrap();
+    let accounting = &report["accounting"];
+    assert_eq!(accounting["identity_holds"], true, "{accounting}");
+    for key in ["lines", "events", "redeliveries", "bad_lines"] {
+        assert_eq!(accounting[key], single["accounting"][key], "{key}");
+    }
+    let query = "SELECT count(*) AS n, count(DISTINCT seq) AS seqs, max(seq) AS top FROM events";
+    let sql = |extra: &[&str]| crate::common::sql_csv(query, extra, &out);
+    // The stored seqs are kept, as in place: each once, shard 1's above
+    // shard 0's.
+    let loaded = sql(&[]);
+    let row: Vec<u64> = loaded
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert_eq!(row[0], row[1], "{loaded}");
+    assert_eq!(row[2] >> 52, 1, "{loaded}");
+    assert_eq!(loaded, sql(&["--in-place"]));
+}
+
+/// Two runs of one shard put into one directory by hand (copied): the
+/// loaded read refuses them as `--in-place` does, with the same words,
+/// instead of counting every event twice.
+#[test]
+fn overlapping_runs_are_refused_alike_loaded_and_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.ndjson");
+    let mut bytes = crate::common::synth_log(6, 20_000, 0.02);
+    bytes.extend_from_slice(b"not json\n");
+    std::fs::write(&log, bytes).unwrap();
+    let (out, other) = (dir.path().join("parquet"), dir.path().join("other"));
+    convert(&log, &out);
+    convert(&log, &other);
+    for file in files_under(&other) {
+        std::fs::create_dir_all(out.join(&file).parent().unwrap()).unwrap();
+        std::fs::copy(other.join(&file), out.join(&file)).unwrap();
+    }
+    let refusal = |args: &[&str]| {
+        let mut all: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+        all.push(out.as_os_str());
+        let (code, stderr) = run(&all);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        stderr
+    };
+    let in_place = refusal(&["audit", "-q", "--in-place"]);
+    assert!(
+        in_place.contains("come from different convert runs with overlapping seqs")
+            && in_place.contains("--shard N"),
+        "{in_place}"
+    );
+    assert_eq!(refusal(&["audit", "-q"]), in_place);
+    assert_eq!(refusal(&["sql", "-q", "-e", "SELECT 1"]), in_place);
+    assert_eq!(
+        refusal(&["sql", "-q", "--in-place", "-e", "SELECT 1"]),
+        in_place
+    );
+}

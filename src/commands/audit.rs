@@ -29,6 +29,9 @@ pub fn run(args: AuditArgs, config: &Config, quiet: bool) -> anyhow::Result<u8> 
         spill_dir: args.input.spill_dir.clone(),
         progress: !quiet,
     };
+    if args.format == report::Format::Parquet {
+        crate::output::refuse_binary_to_terminal(args.output.as_deref())?;
+    }
     let catalog = cfg.catalog()?;
     // The gate's files are read before the audit: a typo in one must not
     // wait for a long run to be said.

@@ -3,8 +3,9 @@
 //! of created_at), `evidence/evidence-RUN.parquet` and
 //! `bad_lines/bad_lines-RUN.parquet`, RUN unique per run so shards converted
 //! on many machines can share one directory (each with its own `--shard`, so
-//! their seqs differ too). Every file is written under a temporary name and
-//! renamed only when all of them are complete.
+//! their seqs differ too); a second run of a shard the directory holds is
+//! refused. Every file is written under a temporary name and renamed only
+//! when all of them are complete.
 
 use crate::cli::ConvertArgs;
 use crate::ingest::parquet::{RUN_KEY, TABLE_KEY};
@@ -14,9 +15,7 @@ use datafusion::arrow::array::{Int64Array, RecordBatch, UInt32Array};
 use datafusion::arrow::compute::take_record_batch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::parquet::arrow::ArrowWriter;
-use datafusion::parquet::basic::{Compression, ZstdLevel};
 use datafusion::parquet::file::metadata::KeyValue;
-use datafusion::parquet::file::properties::WriterProperties;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -39,6 +38,9 @@ pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
     let (found, skipped) =
         crate::ingest::inputs::expand(&args.input.paths, args.input.allow_empty)?;
     let remote = is_object_url(out);
+    if !single {
+        refuse_same_shard(out, args.shard)?;
+    }
     if !remote {
         crate::output::refuse_inputs(&[("-o", out.as_path())], &found)?;
         std::fs::create_dir_all(&out_dir).map_err(|e| {
@@ -145,6 +147,18 @@ pub(super) fn write_tables(
     for b in bad_lines.iter().filter(|b| b.num_rows() > 0) {
         files.write(path_for("bad_lines", None), "bad_lines", &BAD_LINES, b)?;
     }
+    // Siblings of a FILE.parquet that an earlier run left and this one
+    // does not replace (it had rejected lines, this run has none) would
+    // pair this run's events with that run's rows: removed once this run
+    // is in place.
+    let stale: Vec<PathBuf> = match single {
+        true => ["evidence", "bad_lines"]
+            .map(|table| path_for(table, None))
+            .into_iter()
+            .filter(|p| !files.has(p) && is_convert_file(p))
+            .collect(),
+        false => Vec::new(),
+    };
     if single && !files.has(&path_for("events", None)) {
         // A log without events still gives its (empty) events file.
         files.write(
@@ -154,8 +168,26 @@ pub(super) fn write_tables(
             &RecordBatch::new_empty(EVENTS.clone()),
         )?;
     }
-    files.finish()
+    let written = files.finish()?;
+    for path in stale {
+        std::fs::remove_file(&path).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot remove {}, which an earlier run left: {e}; remove it by hand",
+                crate::ingest::inputs::shown_path(&path)
+            )
+        })?;
+    }
+    Ok(written)
 }
+
+/// A regular file (not a link or anything else) that `convert` wrote.
+fn is_convert_file(path: &Path) -> bool {
+    path.symlink_metadata().is_ok_and(|m| m.is_file())
+        && crate::ingest::inputs::expand(&[path.to_path_buf()], true).is_ok_and(|(found, _)| {
+            matches!(found.as_slice(), [file] if crate::ingest::parquet::describe_own(file).is_ok())
+        })
+}
+
 /// The output files of a run, each written under a temp name as its rows
 /// come and renamed into place when all of them are complete.
 struct Files {
@@ -218,8 +250,7 @@ impl Files {
                 let file = tmp.reopen()?;
                 (Some(tmp), Sink::File(file))
             };
-            let props = WriterProperties::builder()
-                .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
+            let props = crate::output::parquet_properties()
                 .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
                 .set_key_value_metadata(Some(vec![
                     KeyValue::new(LAYOUT_KEY.into(), LAYOUT_VERSION.to_string()),
@@ -308,6 +339,65 @@ impl std::io::Write for Sink {
 /// Whether `-o` names an object (`s3://bucket/prefix/`) rather than a path.
 fn is_object_url(path: &Path) -> bool {
     path.to_str().is_some_and(crate::ingest::remote::is_url)
+}
+
+/// A directory that already holds a convert run takes another only of a
+/// different `--shard`: a second run of one shard repeats its seqs, so its
+/// events would count twice, and every reader (loaded, `--in-place`, a
+/// cluster) refuses such a directory. Decided by the readers' own check.
+fn refuse_same_shard(out: &Path, shard: u16) -> anyhow::Result<()> {
+    use crate::ingest::inputs::Format;
+    use crate::ingest::parquet::{OwnTable, describe_own};
+    let found = if is_object_url(out) {
+        // A prefix with no object yet holds no run.
+        match crate::ingest::inputs::expand(&[out.to_path_buf()], true) {
+            Ok((found, _)) => found,
+            Err(crate::ingest::inputs::InputError::Remote { reason, .. })
+                if reason.starts_with("no such object") =>
+            {
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        }
+    } else if out.is_dir() {
+        crate::ingest::inputs::expand(&[out.to_path_buf()], true)?.0
+    } else {
+        return Ok(());
+    };
+    let mut ranges = Vec::new();
+    for input in found.iter().filter(|i| i.format == Format::Parquet) {
+        // Files not of a convert run are no run to meet.
+        let Ok(file) = describe_own(input) else {
+            continue;
+        };
+        if let (Some(seqs), OwnTable::Events | OwnTable::BadLines) = (file.seqs, file.table) {
+            ranges.push((file.run, seqs, input.display.clone()));
+        }
+    }
+    let in_use: std::collections::BTreeSet<i64> = ranges
+        .iter()
+        .flat_map(|(_, (lo, hi), _)| [lo >> SHARD_SHIFT, hi >> SHARD_SHIFT])
+        .collect();
+    // Every seq this run can give; its run id is written later, and a
+    // label no stored id equals stands for it.
+    let first = i64::from(shard) << SHARD_SHIFT;
+    let this_run = format!("this run (--shard {shard})");
+    ranges.push((
+        Some(this_run.clone()),
+        (first, first | ((1 << SHARD_SHIFT) - 1)),
+        this_run,
+    ));
+    if crate::ingest::in_place::check_seqs_disjoint(&ranges).is_err() {
+        let in_use: Vec<String> = in_use.iter().map(i64::to_string).collect();
+        anyhow::bail!(
+            "{} already holds a convert run of --shard {shard}: a second run of one shard repeats \
+             its seqs, and audit, sql and a cluster refuse the directory; write to a new \
+             directory, or give this run a shard not in use there (--shard N, 0..2047; in use: {})",
+            crate::ingest::inputs::shown_path(out),
+            in_use.join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// Remove what killed runs left where this one writes: the output file's

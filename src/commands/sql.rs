@@ -26,16 +26,12 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
         );
     }
     if args.format == SqlFormat::Parquet {
-        use std::io::IsTerminal;
         if script.is_none() {
             anyhow::bail!(
                 "--format parquet writes a file, not a prompt: give the query with -e or -f, and -o FILE"
             );
         }
-        let to_stdout = args.output.as_deref().is_none_or(|p| p.as_os_str() == "-");
-        if to_stdout && std::io::stdout().is_terminal() {
-            anyhow::bail!("--format parquet is binary: write it with -o FILE, or pipe it");
-        }
+        crate::output::refuse_binary_to_terminal(args.output.as_deref())?;
     }
     let outputs: Vec<(&str, &Path)> = args.output.iter().map(|p| ("-o", p.as_path())).collect();
     if let (Some(out), Some(file)) = (&args.output, &args.file)

@@ -164,11 +164,7 @@ pub fn write_batches(
 /// output it can own, and the result is held in memory already.
 fn parquet_file(schema: SchemaRef, batches: &[RecordBatch]) -> anyhow::Result<Vec<u8>> {
     use datafusion::parquet::arrow::ArrowWriter;
-    use datafusion::parquet::basic::{Compression, ZstdLevel};
-    use datafusion::parquet::file::properties::WriterProperties;
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
-        .build();
+    let props = crate::output::parquet_properties().build();
     let mut w = ArrowWriter::try_new(Vec::new(), schema, Some(props))?;
     for b in batches {
         w.write(b)?;

@@ -92,6 +92,10 @@ pub enum InputError {
     NoLogs { path: String, skipped: String },
     #[error("cannot read {url}: {reason}")]
     Remote { url: String, reason: String },
+    /// Parquet of two convert runs whose seqs overlap (see
+    /// `in_place::check_seqs_disjoint`, which words it).
+    #[error("{0}")]
+    OverlappingRuns(String),
 }
 
 /// What a walk skipped, for the error that it found no log: the first few.

@@ -111,13 +111,19 @@ impl Ingested {
 /// Expand the paths and read every input.
 pub fn ingest(paths: &[PathBuf], opts: &IngestOptions) -> Result<Ingested, InputError> {
     let (inputs, skipped) = inputs::expand(paths, opts.allow_empty)?;
-    Ok(ingest_inputs(&inputs, skipped, opts))
+    ingest_inputs(&inputs, skipped, opts)
 }
 
 /// Read already expanded inputs (held in memory: `opts.spill_dir` unset).
-pub fn ingest_inputs(inputs: &[Input], skipped: Vec<Skipped>, opts: &IngestOptions) -> Ingested {
-    ingest_inputs_into(inputs, skipped, opts, None)
-        .expect("no bad-lines writer and no spill directory, so no write error")
+pub fn ingest_inputs(
+    inputs: &[Input],
+    skipped: Vec<Skipped>,
+    opts: &IngestOptions,
+) -> Result<Ingested, InputError> {
+    ingest_inputs_into(inputs, skipped, opts, None).map_err(|e| match e {
+        IngestFailure::Inputs(e) => e,
+        write => unreachable!("no bad-lines writer and no spill directory, yet: {write}"),
+    })
 }
 
 /// Why reading inputs stopped: not the inputs (their faults are noted per
@@ -134,6 +140,9 @@ pub enum IngestFailure {
         crate::ingest::inputs::shown_path(.dir)
     )]
     Spill { dir: PathBuf, error: std::io::Error },
+    /// The inputs cannot be read together (convert runs that overlap).
+    #[error(transparent)]
+    Inputs(#[from] InputError),
 }
 
 /// Read already expanded inputs, writing every rejected line verbatim to
@@ -152,6 +161,9 @@ pub fn ingest_inputs_into(
 
     // Parquet inputs are read first: they may fix the seq space (see parquet.rs).
     let parquet = parquet::read_all(inputs, opts);
+    if let Some(overlap) = parquet.overlap {
+        return Err(InputError::OverlappingRuns(overlap).into());
+    }
     let file_offset = parquet.next_file_idx;
     for (idx, r) in parquet.errors {
         read_errors[idx] = Some(match read_errors[idx].take() {

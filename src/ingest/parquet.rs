@@ -22,7 +22,6 @@ use datafusion::parquet::arrow::arrow_reader::{
 };
 use datafusion::parquet::file::metadata::ParquetMetaData;
 use datafusion::parquet::file::reader::ChunkReader;
-use std::collections::BTreeSet;
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
@@ -35,6 +34,9 @@ pub const RUN_KEY: &str = "hvaudit.run";
 
 pub struct ParquetRead {
     pub chunks: Vec<ParsedChunk>,
+    /// Why the files cannot be read together: two convert runs whose seqs
+    /// overlap (refused as `--in-place` and a cluster refuse them).
+    pub overlap: Option<String>,
     /// (input index, error) for files that could not be read to the end.
     pub errors: Vec<(usize, String)>,
     /// First file index free for NDJSON inputs (above every stored seq).
@@ -406,19 +408,28 @@ pub fn read_all(inputs: &[Input], opts: &IngestOptions) -> ParquetRead {
             (n, i, o)
         })
         .collect();
-    // Stored seqs are kept when all converted files come from one run (they
-    // cannot collide); otherwise rows are renumbered in input order.
-    let runs: BTreeSet<Option<&str>> = files
-        .iter()
-        .filter(|(_, _, o)| !matches!(o.kind, Kind::Foreign))
-        .map(|(_, _, o)| o.run.as_deref())
-        .collect();
-    let keep_seq = runs.len() <= 1 && !runs.contains(&None);
     let mut out = ParquetRead {
         chunks: Vec::new(),
+        overlap: None,
         errors: Vec::new(),
         next_file_idx: files.len() as u32,
     };
+    // Runs whose seqs overlap (one directory converted into twice) would
+    // count their events twice: refused, with the words of --in-place.
+    let ranges: Vec<_> = files
+        .iter()
+        .filter(|(_, _, o)| matches!(o.kind, Kind::Events | Kind::BadLines))
+        .filter_map(|(_, i, o)| Some((o.run.clone(), seq_range(&o.batches)?, i.display.clone())))
+        .collect();
+    if let Err(e) = super::in_place::check_seqs_disjoint(&ranges) {
+        out.overlap = Some(e.to_string());
+        return out;
+    }
+    // Stored seqs are kept, as in place: the runs' seqs are disjoint. Files
+    // of no recorded run are renumbered in input order.
+    let keep_seq = !files
+        .iter()
+        .any(|(_, _, o)| !matches!(o.kind, Kind::Foreign) && o.run.is_none());
     let norm = NormalizeOptions {
         token_format: opts.token_format,
     };
@@ -510,6 +521,20 @@ fn implausible_events(batch: &RecordBatch) -> Option<String> {
         Some(t) if t < 1 << 52 => None,
         _ => Some("column redeliveries sums to more than any log holds".into()),
     }
+}
+
+/// The lowest and highest `seq` of a file's batches (None: no rows).
+fn seq_range(batches: &[RecordBatch]) -> Option<(i64, i64)> {
+    use datafusion::arrow::compute::{max, min};
+    let mut range: Option<(i64, i64)> = None;
+    for b in batches {
+        let a = b.column_by_name("seq").expect("seq column");
+        let a = a.as_any().downcast_ref::<Int64Array>().expect("Int64");
+        if let (Some(lo), Some(hi)) = (min(a), max(a)) {
+            range = Some(range.map_or((lo, hi), |(l, h)| (l.min(lo), h.max(hi))));
+        }
+    }
+    range
 }
 
 fn max_i64(batch: &RecordBatch, col: &str) -> i64 {

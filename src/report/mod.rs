@@ -7,6 +7,7 @@ mod json;
 mod jsonl;
 mod junit;
 mod markdown;
+mod parquet;
 mod sarif;
 mod text;
 
@@ -38,6 +39,9 @@ pub enum Format {
     Sarif,
     /// JUnit XML: one test case per rule, its findings as the failure.
     Junit,
+    /// Parquet: one row per finding (for polars, DuckDB); binary, so to
+    /// `-o FILE` or a pipe, never a terminal.
+    Parquet,
 }
 
 impl Format {
@@ -50,6 +54,7 @@ impl Format {
             Format::Html => "html",
             Format::Sarif => "sarif",
             Format::Junit => "junit",
+            Format::Parquet => "parquet",
         }
     }
 }
@@ -96,6 +101,7 @@ pub fn render(report: &Report, format: Format, out: &mut dyn Write) -> anyhow::R
         Format::Html => html::render(report, out)?,
         Format::Sarif => sarif::render(report, out)?,
         Format::Junit => junit::render(report, out)?,
+        Format::Parquet => parquet::render(report, out)?,
     }
     out.flush()?;
     Ok(())

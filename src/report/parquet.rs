@@ -1,0 +1,186 @@
+//! `--format parquet`: one row per finding, for polars, DuckDB, pandas or
+//! any Parquet reader. The columns are the JSON report's finding fields,
+//! serialized by json.rs's own `FindingJson` (this file only gives them
+//! Arrow types), so the two cannot drift: evidence stays nested (event ids,
+//! locations and the timeline as lists), a suppression is a struct, the
+//! baseline state text. The report's summary (accounting, gate) is the
+//! JSON's; the baseline's absent findings are not rows, as they were not
+//! found.
+
+use super::json::FindingJson;
+use crate::finding::Report;
+use datafusion::arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
+use datafusion::arrow::json::ReaderBuilder;
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::parquet::file::metadata::KeyValue;
+use std::io::Write;
+use std::sync::Arc;
+
+/// The metadata key naming this file's layout, and its version: a reader
+/// can tell a findings file from the events tables.
+const FINDINGS_KEY: &str = "hvaudit.findings";
+const FINDINGS_LAYOUT: &str = "1";
+
+/// Findings serialized at a time, and per row group: memory holds one
+/// group, not a million findings twice.
+const ROWS: usize = 16 * 1024;
+
+pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()> {
+    let schema = schema();
+    // Strict: a field the JSON gains that the schema lacks is an error
+    // (and a test), not a silently dropped column.
+    let mut decoder = ReaderBuilder::new(schema.clone())
+        .with_strict_mode(true)
+        .build_decoder()?;
+    let props = crate::output::parquet_properties()
+        .set_max_row_group_row_count(Some(ROWS))
+        .set_key_value_metadata(Some(vec![KeyValue::new(
+            FINDINGS_KEY.into(),
+            FINDINGS_LAYOUT.to_string(),
+        )]))
+        .build();
+    // The writer wants an owned, sendable sink: it writes into a buffer
+    // that is emptied into `out` after each row group.
+    let mut writer = ArrowWriter::try_new(Vec::new(), schema, Some(props))?;
+    let mut findings = report.findings.iter();
+    loop {
+        let chunk: Vec<_> = findings.by_ref().take(ROWS).collect();
+        if chunk.is_empty() {
+            break;
+        }
+        let rows: Vec<FindingJson> = chunk.iter().map(|f| FindingJson::new(f)).collect();
+        decoder.serialize(&rows)?;
+        if let Some(batch) = decoder.flush()? {
+            writer.write(&batch)?;
+        }
+        drain(&mut writer, out)?;
+    }
+    writer.finish()?;
+    drain(&mut writer, out)
+}
+
+/// Move what the writer has written so far to `out`. The writer counts
+/// the bytes it wrote itself, so emptying its buffer leaves the offsets in
+/// the footer right.
+fn drain(writer: &mut ArrowWriter<Vec<u8>>, out: &mut dyn Write) -> anyhow::Result<()> {
+    let buffer = writer.inner_mut();
+    out.write_all(buffer)?;
+    buffer.clear();
+    Ok(())
+}
+
+/// The columns, in the JSON's key order. Lines are int64 as `src_line` is
+/// in the events table (a join needs no cast); instants are timestamps at
+/// the JSON's millisecond precision.
+fn schema() -> SchemaRef {
+    let text = |name: &str, nullable: bool| Field::new(name, DataType::Utf8, nullable);
+    let line = Field::new("line", DataType::Int64, false);
+    let instant = |name: &str| {
+        Field::new(
+            name,
+            DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+            true,
+        )
+    };
+    let list_of =
+        |name: &str, item: DataType| Field::new_list(name, Field::new("item", item, false), false);
+    let location = Fields::from(vec![
+        text("file", false),
+        line.clone(),
+        text("event_id", true),
+    ]);
+    let timeline = Fields::from(vec![
+        instant("at"),
+        text("event_id", false),
+        text("type", false),
+        text("task_id", true),
+        text("file", false),
+        line,
+    ]);
+    let suppression = Fields::from(vec![
+        Field::new("entry", DataType::Int64, false),
+        text("reason", false),
+        text("owner", true),
+        text("expires", true),
+    ]);
+    Arc::new(Schema::new(vec![
+        text("rule", false),
+        text("severity", false),
+        text("family", false),
+        text("message", false),
+        text("task_id", true),
+        text("agent", true),
+        text("session_id", true),
+        list_of("event_ids", DataType::Utf8),
+        list_of("locations", DataType::Struct(location)),
+        instant("at"),
+        text("fingerprint", false),
+        list_of("timeline", DataType::Struct(timeline)),
+        Field::new("suppression", DataType::Struct(suppression), true),
+        text("baseline_state", true),
+    ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::finding::{Finding, Gate, Location, Severity, Span};
+    use datafusion::arrow::array::{Array, AsArray};
+    use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    /// More findings than one row group holds: every group is drained into
+    /// the output as it closes, and the footer still finds them all.
+    #[test]
+    fn findings_past_one_row_group_read_back_whole_and_in_order() {
+        let count = 2 * ROWS + 5;
+        let findings: Vec<Finding> = (0..count)
+            .map(|n| Finding {
+                rule: "task.x".into(),
+                severity: Severity::Low,
+                family: "task".into(),
+                message: format!("finding {n}"),
+                task_id: None,
+                agent: None,
+                session_id: None,
+                event_ids: vec![format!("e{n}")],
+                locations: vec![Location {
+                    file: "log.ndjson".into(),
+                    line: n as u64 + 1,
+                    event_id: None,
+                }],
+                at: None,
+                fingerprint: format!("{n:016x}"),
+                timeline: Vec::new(),
+                suppression: None,
+                baseline_state: None,
+            })
+            .collect();
+        let report = Report {
+            tool: "hvaudit".into(),
+            version: "0".into(),
+            inputs: Vec::new(),
+            span: Span {
+                from: None,
+                to: None,
+            },
+            rules: Vec::new(),
+            unresolved_basis: 0,
+            findings: findings.into(),
+            rule_errors: Vec::new(),
+            timeline_buckets: Vec::new(),
+            gate: Gate::default(),
+        };
+        let mut out = Vec::new();
+        render(&report, &mut out).unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(out)).unwrap();
+        assert_eq!(reader.metadata().num_row_groups(), 3);
+        let mut messages = Vec::new();
+        for batch in reader.build().unwrap() {
+            let batch = batch.unwrap();
+            let column = batch.column_by_name("message").unwrap().as_string::<i32>();
+            messages.extend((0..column.len()).map(|i| column.value(i).to_string()));
+        }
+        let expected: Vec<String> = (0..count).map(|n| format!("finding {n}")).collect();
+        assert_eq!(messages, expected);
+    }
+}
