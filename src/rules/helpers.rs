@@ -281,6 +281,24 @@ mod tests {
     }
 
     #[test]
+    fn the_built_in_files_say_the_idioms_only_through_the_helpers() {
+        let queries = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("queries");
+        for dir in ["rules", "views"] {
+            for entry in std::fs::read_dir(queries.join(dir)).unwrap() {
+                let path = entry.unwrap().path();
+                let text = std::fs::read_to_string(&path).unwrap();
+                for spelled_out in ["'Date64'", "10000000000000000000"] {
+                    assert!(
+                        !text.contains(spelled_out),
+                        "{}: {spelled_out} (use the helper, queries/README.md)",
+                        path.display()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn a_call_with_the_wrong_arguments_is_an_error_with_its_line() {
         assert_eq!(
             expand("SELECT\n  time_order(created_us) FROM ev").unwrap_err(),
