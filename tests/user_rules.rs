@@ -97,3 +97,82 @@ fn views_that_read_each_other_are_reported_and_the_other_rules_still_run() {
         1
     );
 }
+
+#[test]
+fn a_user_rule_and_view_may_call_the_helpers() {
+    let dir = tempfile::tempdir().unwrap();
+    // Each task's first event, by time_order / seq_of.
+    write(
+        dir.path(),
+        "views/10_firsts.sql",
+        "SELECT seq_of(min(time_order(created_us, seq))) AS first_seq FROM ev GROUP BY task_key",
+    );
+    write(
+        dir.path(),
+        "custom.first_events.sql",
+        "-- id: custom.first_events\n-- severity: info\n-- family: custom\n-- dialect: any\n\
+         -- summary: the first event of every task\n-- spec: local policy\n\
+         -- explain:\n--   Lists them.\n\
+         SELECT e.task_id, concat('first at ', Instant_Text(e.created_at), ' -- instant_text(x)') AS message,\n\
+                make_array(e.seq) AS seqs\n\
+         FROM firsts f JOIN ev e ON e.seq = f.first_seq\n",
+    );
+    let report = audit_lines(&log(), |c| c.rules_dir = Some(dir.path().to_path_buf()));
+    assert!(report.rule_errors.is_empty(), "{:?}", report.rule_errors);
+    let mut messages: Vec<(Vec<String>, String)> = report
+        .findings
+        .iter()
+        .filter(|f| f.rule == "custom.first_events")
+        .map(|f| (f.event_ids.clone(), f.message.clone()))
+        .collect();
+    messages.sort();
+    assert_eq!(
+        messages,
+        [
+            (
+                vec!["e1".to_string()],
+                "first at 2026-07-14T10:00:00.000Z -- instant_text(x)".to_string()
+            ),
+            (
+                vec!["e3".to_string()],
+                "first at 2026-07-14T10:00:02.000Z -- instant_text(x)".to_string()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn a_helper_called_with_the_wrong_arguments_is_reported_with_its_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "views/10_firsts.sql",
+        "SELECT task_key,\n       min(time_order(created_us)) AS ord\nFROM ev GROUP BY task_key",
+    );
+    write(dir.path(), "custom.unfinished.sql", &rule_over("tasks"));
+    let cfg = hvaudit::audit::AuditConfig {
+        rules_dir: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    };
+    let e = cfg
+        .catalog()
+        .expect_err("the rule set is refused")
+        .to_string();
+    assert!(
+        e.contains("10_firsts.sql: line 2: time_order(us, seq) takes 2 arguments, given 1"),
+        "{e}"
+    );
+    let lint = assert_cmd::Command::cargo_bin("hvaudit")
+        .unwrap()
+        .timeout(std::time::Duration::from_secs(60))
+        .args(["--no-config", "rules", "lint"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(lint.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&lint.stdout);
+    assert!(
+        said.contains("error: 10_firsts.sql: line 2: time_order(us, seq)"),
+        "{said}"
+    );
+}

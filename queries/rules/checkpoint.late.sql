@@ -21,11 +21,10 @@
 SELECT
     w.task_id,
     concat('interruption.saved ', w.saved_id, ' (checkpoint ', w.saved_checkpoint_id, ') for task ', w.task_id,
-           ' at ', to_char(arrow_cast(w.saved_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ' came ',
+           ' at ', instant_text(w.saved_at), ' came ',
            (w.saved_us - w.created_us) / 1000, ' ms after interruption.requested ', w.id, ' at ',
-           to_char(arrow_cast(w.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), '; expected it within the grace period of ',
-           w.grace_period_ms, ' ms (by ',
-           to_char(arrow_cast(to_timestamp_micros(w.created_us + w.grace_period_ms * 1000), 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           instant_text(w.created_at), '; expected it within the grace period of ',
+           w.grace_period_ms, ' ms (by ', instant_text(to_timestamp_micros(w.created_us + w.grace_period_ms * 1000)),
            ')') AS message,
     make_array(w.saved_seq, w.seq) AS seqs
 FROM save_requests w

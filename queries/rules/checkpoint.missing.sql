@@ -23,14 +23,12 @@ SELECT
     concat('interruption.requested ', w.id, ' (save_and_stop',
            CASE WHEN w.grace_period_ms IS NULL THEN ''
                 ELSE concat(', grace ', w.grace_period_ms, ' ms') END,
-           ') for task ', w.task_id, ' at ', to_char(arrow_cast(w.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           ') for task ', w.task_id, ' at ', instant_text(w.created_at),
            ' got no interruption.saved with a checkpoint_id before ',
            CASE w.close_kind
-                WHEN 'terminal' THEN concat('the task''s ', w.term_type, ' at ',
-                                            to_char(arrow_cast(w.close_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'))
-                WHEN 'request' THEN concat('the next interruption.requested at ',
-                                           to_char(arrow_cast(w.close_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'))
-                ELSE concat('the end of the log at ', to_char(arrow_cast(l.end_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ')) END,
+                WHEN 'terminal' THEN concat('the task''s ', w.term_type, ' at ', instant_text(w.close_at))
+                WHEN 'request' THEN concat('the next interruption.requested at ', instant_text(w.close_at))
+                ELSE concat('the end of the log at ', instant_text(l.end_at)) END,
            '; expected the task to save a checkpoint and stop') AS message,
     CASE WHEN w.close_seq IS NULL THEN make_array(w.seq)
          ELSE make_array(w.seq, w.close_seq) END AS seqs

@@ -84,11 +84,9 @@ kept_working AS (
 )
 SELECT
     k.task_id,
-    concat('task ', k.task_id, ' emitted ', k.work_type, ' ', k.work_id, ' at ',
-           to_char(arrow_cast(k.work_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+    concat('task ', k.task_id, ' emitted ', k.work_type, ' ', k.work_id, ' at ', instant_text(k.work_at),
            CASE WHEN k.n_work > 1 THEN concat(' (and ', k.n_work - 1, ' more progress/output events)') ELSE '' END,
-           ' after ', k.type, ' ', k.id, ' (', k.policy, ') at ',
-           to_char(arrow_cast(k.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           ' after ', k.type, ' ', k.id, ' (', k.policy, ') at ', instant_text(k.created_at),
            '; expected it to stop until interruption.resumed or its terminal event') AS message,
     make_array(k.work_seq, k.seq) AS seqs
 FROM kept_working k

@@ -53,14 +53,14 @@ saved_checkpoints AS (
 SELECT
     r.task_id,
     concat('interruption.resumed ', r.id, ' for task ', r.task_id, ' at ',
-           to_char(arrow_cast(r.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ' names checkpoint ', r.ckpt,
+           instant_text(r.created_at), ' names checkpoint ', r.ckpt,
            ', which no earlier interruption.saved of the task recorded (',
            CASE WHEN c.saved_list IS NULL THEN 'it saved none'
                 ELSE concat('it saved: ', c.saved_list) END,
            '), and the task did not then fail with error code checkpoint_missing',
            CASE WHEN t.term_seq IS NOT NULL AND t.term_us > r.created_us
                 THEN concat(' (it ended with ', t.term_type, ' at ',
-                            to_char(arrow_cast(t.term_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ')')
+                            instant_text(t.term_at), ')')
                 ELSE '' END,
            '; expected a saved checkpoint or task.failed with checkpoint_missing') AS message,
     CASE WHEN t.term_seq IS NOT NULL AND t.term_us > r.created_us THEN make_array(r.seq, t.term_seq)

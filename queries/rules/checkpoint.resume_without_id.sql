@@ -15,7 +15,7 @@ SELECT
     e.task_id,
     concat('interruption.resumed ', e.id,
            CASE WHEN e.task_id IS NULL THEN '' ELSE concat(' for task ', e.task_id) END,
-           ' at ', to_char(arrow_cast(e.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           ' at ', instant_text(e.created_at),
            ' names no checkpoint_id (neither in the envelope nor in the payload)',
            '; expected the id of the checkpoint the task resumes from') AS message,
     make_array(e.seq) AS seqs

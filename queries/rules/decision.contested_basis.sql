@@ -66,10 +66,10 @@ per_basis AS (
 SELECT d_task_id AS task_id,
        concat(d_type, ' ', d_id,
               CASE WHEN d_task_id IS NULL THEN '' ELSE concat(' of task ', d_task_id) END,
-              ' at ', to_char(arrow_cast(d_created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+              ' at ', instant_text(d_created_at),
               ' rests on ', ref_id, ' (', b_type, ', via ', via, '), contested by ',
               first_c_id, ' (belief.conflict.detected at ',
-              to_char(arrow_cast(first_c_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ')',
+              instant_text(first_c_at), ')',
               CASE WHEN n_conflicts > 1
                    THEN concat(' and ', CAST(n_conflicts - 1 AS VARCHAR), ' more conflict(s)')
                    ELSE '' END,

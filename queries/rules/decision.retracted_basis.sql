@@ -70,10 +70,10 @@ per_basis AS (
 SELECT d_task_id AS task_id,
        concat(d_type, ' ', d_id,
               CASE WHEN d_task_id IS NULL THEN '' ELSE concat(' of task ', d_task_id) END,
-              ' at ', to_char(arrow_cast(d_created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+              ' at ', instant_text(d_created_at),
               ' rests on ', ref_id, ' (', b_type, ', via ', via, '), which ', first_r_id,
               ' (memory.fact.invalidated, belief_status retracted, ', first_link, ') retracted at ',
-              to_char(arrow_cast(first_r_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+              instant_text(first_r_at),
               '; a decision after the retraction must be re-evaluated without it') AS message,
        array_concat(make_array(d_seq, b_seq), r_seqs) AS seqs
 FROM per_basis

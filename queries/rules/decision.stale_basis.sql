@@ -19,15 +19,15 @@
 SELECT d_task_id AS task_id,
        concat(d_type, ' ', d_id,
               CASE WHEN d_task_id IS NULL THEN '' ELSE concat(' of task ', d_task_id) END,
-              ' at ', to_char(arrow_cast(d_created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+              ' at ', instant_text(d_created_at),
               ' rests on ', ref_id, ' (', b_type, ', via ', via, ', created ',
-              to_char(arrow_cast(b_created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+              instant_text(b_created_at),
               CASE WHEN b_valid_until IS NOT NULL
-                   THEN concat(', valid_until ', to_char(arrow_cast(b_valid_until, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'))
+                   THEN concat(', valid_until ', instant_text(b_valid_until))
                    ELSE '' END,
               CASE WHEN b_stale_after IS NOT NULL
                    THEN concat(', stale_after ', b_stale_after) ELSE '' END,
-              '), which went stale at ', to_char(arrow_cast(b_stale_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+              '), which went stale at ', instant_text(b_stale_at),
               '; expected a basis still valid when the decision was taken (refresh it first)') AS message,
        make_array(d_seq, b_seq) AS seqs
 FROM decision_basis

@@ -46,7 +46,7 @@ per_decision AS (
 SELECT d_task_id AS task_id,
        concat(d_type, ' ', d_id,
               CASE WHEN d_task_id IS NULL THEN '' ELSE concat(' of task ', d_task_id) END,
-              ' at ', to_char(arrow_cast(d_created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+              ' at ', instant_text(d_created_at),
               ' rests only on unverified input: every basis event with a source_trust is unverified (',
               basis_list, '); expected at least one verified, attested or signed basis event',
               ' before this decision') AS message,

@@ -36,9 +36,9 @@ SELECT
     x.task_id,
     concat('delegation.escalated ', x.id, ' for task ', x.task_id,
            CASE WHEN x.delegated_to IS NULL THEN '' ELSE concat(' to ', x.delegated_to) END,
-           ' at ', to_char(arrow_cast(x.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ' comes after its delegation was rejected',
+           ' at ', instant_text(x.created_at), ' comes after its delegation was rejected',
            CASE WHEN j.j_to IS NULL THEN '' ELSE concat(' by ', j.j_to) END,
-           ' (', j.j_id, ' at ', to_char(arrow_cast(j.j_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ')',
+           ' (', j.j_id, ' at ', instant_text(j.j_at), ')',
            '; expected a new delegation.requested, not an escalation of a rejected one') AS message,
     make_array(x.seq, j.j_seq) AS seqs
 FROM escalations x

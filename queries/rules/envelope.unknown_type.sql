@@ -18,7 +18,7 @@
 --   fires (medium); {"aep_version":"0.1","type":"command.requested",...}
 --   fires (info: command.* arrived with 0.2); task.progress is silent.
 SELECT e.task_id,
-       concat('event ', e.id, ' at ', to_char(arrow_cast(e.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+       concat('event ', e.id, ' at ', instant_text(e.created_at),
               ' has type ''', e.type, ''', ',
               CASE WHEN e.dialect = '0.1' AND k.type IS NOT NULL
                    THEN 'which is a Harmovela 0.2 type but not in the 84-type AEP 0.1 registry ('

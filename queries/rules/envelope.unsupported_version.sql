@@ -14,7 +14,7 @@
 --   Example: {"spec_version":"9.9","type":"task.progress",...} fires;
 --   "0.2" is silent.
 SELECT e.task_id,
-       concat(e.type, ' ', e.id, ' at ', to_char(arrow_cast(e.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+       concat(e.type, ' ', e.id, ' at ', instant_text(e.created_at),
               ' declares ',
               concat_ws(' and ',
                   CASE WHEN e.spec_version IS NOT NULL AND e.spec_version <> '0.2'

@@ -22,10 +22,10 @@ later AS (
 )
 SELECT coalesce(f.task_id, l.task_id) AS task_id,
        concat('event id ', l.id, ' at ', l.src_file, ':', CAST(l.src_line AS VARCHAR),
-              ' (', l.type, ', ', to_char(arrow_cast(l.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+              ' (', l.type, ', ', instant_text(l.created_at),
               ') has different content from its first occurrence at ',
               f.src_file, ':', CAST(f.src_line AS VARCHAR),
-              ' (', f.type, ', ', to_char(arrow_cast(f.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), '); differing: ',
+              ' (', f.type, ', ', instant_text(f.created_at), '); differing: ',
               coalesce(nullif(concat_ws(', ',
                   CASE WHEN l.type <> f.type THEN 'type' END,
                   CASE WHEN l.source <> f.source THEN 'source' END,

@@ -37,13 +37,12 @@ conflicted AS (
         OR coalesce(bool_or(env_parent_task_id <> p_parent_task_id), false)
 ),
 parent_values AS (
-    -- the envelope, payload and resolved (ingest) link values of those tasks;
-    -- ord: (created_us, seq) as one sortable number, see views/10_tasks.sql
+    -- the envelope, payload and resolved (ingest) link values of those tasks
     SELECT task_id, parent, ord, seq, id, created_us
     FROM (
         SELECT n.task_id, n.seq, n.id, n.created_us,
                unnest(make_array(n.env_parent_task_id, n.p_parent_task_id, n.parent_task_id)) AS parent,
-               CAST(n.created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + n.seq AS ord
+               time_order(n.created_us, n.seq) AS ord
         FROM named n
         JOIN conflicted c ON c.task_key = n.task_key
     ) v
@@ -63,7 +62,7 @@ first_naming AS (
 per_task AS (
     SELECT task_id, count(*) AS n_parents,
            string_agg(concat(parent, ' (', id, ' at ',
-                             to_char(arrow_cast(to_timestamp_micros(created_us), 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ')'),
+                             instant_text(to_timestamp_micros(created_us)), ')'),
                       ', ' ORDER BY created_us, seq, parent) AS parents,
            array_agg(seq ORDER BY created_us, seq, parent) AS naming_seqs
     FROM first_naming

@@ -30,14 +30,13 @@ WITH legal_next AS (
 ),
 illegal_states AS (
     SELECT x.task_id, x.seq, x.from_seq,
-           concat('task ', x.task_id, ': ', x.type, ' ', x.id, ' at ',
-                  to_char(arrow_cast(x.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           concat('task ', x.task_id, ': ', x.type, ' ', x.id, ' at ', instant_text(x.created_at),
                   CASE WHEN x.from_type = '(none)'
                        THEN ' is its first lifecycle event; expected task.submitted first (or a delegation.accepted / delegation.handoff.completed for it)'
                        WHEN x.from_type IN ('task.completed', 'task.failed', 'task.cancelled', 'task.timed_out')
-                       THEN concat(' follows ', x.from_label, ' at ', to_char(arrow_cast(x.from_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+                       THEN concat(' follows ', x.from_label, ' at ', instant_text(x.from_at),
                                    ', a terminal state; expected no task event after it')
-                       ELSE concat(' follows ', x.from_label, ' at ', to_char(arrow_cast(x.from_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+                       ELSE concat(' follows ', x.from_label, ' at ', instant_text(x.from_at),
                                    '; expected one of: ', n.allowed)
                   END) AS message
     FROM irregular_transitions x
@@ -47,8 +46,8 @@ illegal_states AS (
 cancel_requests_after_end AS (
     SELECT c.task_id, c.seq, t.term_seq AS from_seq,
            concat('task ', c.task_id, ': task.cancel.requested ', c.id, ' at ',
-                  to_char(arrow_cast(c.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ' comes after the task ended with ',
-                  t.term_type, ' ', t.term_id, ' at ', to_char(arrow_cast(t.term_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+                  instant_text(c.created_at), ' comes after the task ended with ',
+                  t.term_type, ' ', t.term_id, ' at ', instant_text(t.term_at),
                   '; expected no cancel request for a finished task') AS message
     FROM ev c
     JOIN tasks t ON t.task_key = c.task_key

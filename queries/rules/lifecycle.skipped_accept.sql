@@ -15,8 +15,8 @@
 --   the task.started; with task.accepted in between: silent.
 SELECT
     x.task_id,
-    concat('task ', x.task_id, ': ', x.type, ' ', x.id, ' at ', to_char(arrow_cast(x.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
-           ' follows ', x.from_label, ' at ', to_char(arrow_cast(x.from_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+    concat('task ', x.task_id, ': ', x.type, ' ', x.id, ' at ', instant_text(x.created_at),
+           ' follows ', x.from_label, ' at ', instant_text(x.from_at),
            ' without task.accepted (implicit accept); the lifecycle table expects task.accepted in between') AS message,
     make_array(x.seq, x.from_seq) AS seqs
 FROM irregular_transitions x

@@ -14,7 +14,7 @@
 --   fires (payload.task_id missing); payload {"task_id": "task_7"} is silent.
 SELECT
     e.task_id,
-    concat(e.type, ' ', e.id, ' at ', to_char(arrow_cast(e.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ': ',
+    concat(e.type, ' ', e.id, ' at ', instant_text(e.created_at), ': ',
            CASE WHEN e.p_task_id IS NULL
                 THEN concat('payload.task_id is missing (envelope task_id ', coalesce(e.task_id, 'missing too'), ')')
                 WHEN e.task_id IS NULL

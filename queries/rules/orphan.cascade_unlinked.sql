@@ -30,9 +30,9 @@ linked_to_request AS (
 )
 SELECT
     k.child_id AS task_id,
-    concat('child task ', k.child_id, ' was cancelled at ', to_char(arrow_cast(k.c_term_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+    concat('child task ', k.child_id, ' was cancelled at ', instant_text(k.c_term_at),
            ' (', k.c_term_id, ') after its parent ', k.parent_id, ' was cancelled at ',
-           to_char(arrow_cast(k.p_term_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ' (', k.p_term_id, '), but its causation_id is ',
+           instant_text(k.p_term_at), ' (', k.p_term_id, '), but its causation_id is ',
            CASE WHEN k.c_term_causation_id IS NULL THEN 'missing'
                 ELSE k.c_term_causation_id END,
            '; expected ', k.p_term_id, ' or the id of the parent''s task.cancel.requested') AS message,

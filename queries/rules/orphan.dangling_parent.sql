@@ -15,8 +15,7 @@
 --   Example: task_9's task.submitted names parent_task_id task_7 and no event
 --   has task_id task_7: fires; add task_7's task.submitted anywhere: silent.
 WITH first_link AS (
-    -- ord: (created_us, seq) as one sortable number, see views/10_tasks.sql
-    SELECT task_key, parent_key, min(CAST(created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + seq) AS ord
+    SELECT task_key, parent_key, min(time_order(created_us, seq)) AS ord
     FROM ev
     WHERE parent_key IS NOT NULL
     GROUP BY task_key, parent_key
@@ -25,14 +24,14 @@ named_parents AS (
     SELECT e.task_id, e.parent_task_id, l.parent_key, e.seq AS link_seq, e.type AS link_type,
            e.id AS link_id, e.created_at AS link_at
     FROM first_link l
-    JOIN ev e ON e.seq = CAST(l.ord % 10000000000000000000 AS BIGINT)
+    JOIN ev e ON e.seq = seq_of(l.ord)
 )
 SELECT
     n.task_id,
     concat(CASE WHEN n.task_id IS NULL THEN 'an event without task_id'
                 ELSE concat('task ', n.task_id) END,
            ' names parent task ', n.parent_task_id, ' (', n.link_type, ' ', n.link_id, ' at ',
-           to_char(arrow_cast(n.link_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           instant_text(n.link_at),
            ') but no event in the input has task_id ', n.parent_task_id,
            '; expected the parent''s events in the audited logs') AS message,
     make_array(n.link_seq) AS seqs

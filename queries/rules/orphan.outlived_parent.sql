@@ -44,16 +44,16 @@ later_events AS (
 SELECT
     o.child_id AS task_id,
     concat('child task ', o.child_id, ' (', o.c_dialect, ', active since ',
-           to_char(arrow_cast(o.c_active_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ') outlived its parent ', o.parent_id,
-           ', which reached ', o.p_term_type, ' at ', to_char(arrow_cast(o.p_term_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ': ',
+           instant_text(o.c_active_at), ') outlived its parent ', o.parent_id,
+           ', which reached ', o.p_term_type, ' at ', instant_text(o.p_term_at), ': ',
            CASE WHEN x.later_seq IS NOT NULL
                 THEN concat('it emitted ', x.n_later, ' more non-terminal event(s) afterwards, the first ',
-                            x.later_type, ' at ', to_char(arrow_cast(x.later_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+                            x.later_type, ' at ', instant_text(x.later_at),
                             CASE WHEN o.c_term_seq IS NULL THEN ', and never reached a terminal state'
                                  ELSE concat(', and ended with ', o.c_term_type, ' at ',
-                                             to_char(arrow_cast(o.c_term_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ')) END)
+                                             instant_text(o.c_term_at)) END)
                 ELSE concat('it never reached a terminal state (log ends at ',
-                            to_char(arrow_cast(l.end_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ')')
+                            instant_text(l.end_at), ')')
            END,
            '; expected the child to end before its parent, or the parent to cancel it') AS message,
     CASE WHEN x.later_seq IS NOT NULL THEN make_array(x.later_seq, o.p_term_seq, o.c_active_seq)

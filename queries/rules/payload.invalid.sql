@@ -15,7 +15,7 @@
 --   Example: context.invalidated with payload {} fires (context_key is
 --   required); with {"context_key":"k"} it is silent.
 SELECT e.task_id,
-       concat(e.type, ' ', e.id, ' at ', to_char(arrow_cast(e.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+       concat(e.type, ' ', e.id, ' at ', instant_text(e.created_at),
               ' has a payload that breaks the ', e.type, ' payload schema: ', e.payload_error) AS message,
        make_array(e.seq) AS seqs
 FROM ev e

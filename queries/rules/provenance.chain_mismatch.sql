@@ -44,7 +44,7 @@ effective AS (
     JOIN tail t ON t.event_seq = c.seq
 )
 SELECT f.task_id,
-       concat(f.type, ' ', f.id, ' at ', to_char(arrow_cast(f.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+       concat(f.type, ' ', f.id, ' at ', instant_text(f.created_at),
               ' has causation_id ', f.causation_id, ' but its evidence_chain ',
               CASE WHEN f.end_ref IS NULL
                    THEN 'names only the event itself'

@@ -63,11 +63,11 @@ first_inversion AS (
     GROUP BY event_seq
 )
 SELECT e.task_id,
-       concat(e.type, ' ', e.id, ' at ', to_char(arrow_cast(e.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+       concat(e.type, ' ', e.id, ' at ', instant_text(e.created_at),
               ' has an evidence_chain out of time order: entry ', CAST(i.pos + 1 AS VARCHAR), ' ', i.ref_id,
-              ' (created ', to_char(arrow_cast(i.r_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ') follows entry ',
+              ' (created ', instant_text(i.r_at), ') follows entry ',
               CAST(i.prev_pos + 1 AS VARCHAR), ' ', i.prev_ref,
-              ' (created ', to_char(arrow_cast(i.prev_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+              ' (created ', instant_text(i.prev_at),
               '); expected origin first, oldest to newest') AS message,
        make_array(e.seq, i.prev_seq, i.r_seq) AS seqs
 FROM first_inversion i

@@ -40,9 +40,8 @@ rejected_before AS (
 SELECT
     u.pair_task_id AS task_id,
     concat('handoff token ', u.token_label, ' used on ', u.type, ' ', u.id, ' at ',
-           to_char(arrow_cast(u.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ' for the delegation of task ', u.pair_task_id,
-           ' to ', u.pair_to, ', which ', u.pair_to, ' had rejected (', u.j_id, ' at ',
-           to_char(arrow_cast(u.j_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           instant_text(u.created_at), ' for the delegation of task ', u.pair_task_id,
+           ' to ', u.pair_to, ', which ', u.pair_to, ' had rejected (', u.j_id, ' at ', instant_text(u.j_at),
            '); expected no token for a rejected delegation') AS message,
     make_array(u.seq, u.j_seq) AS seqs
 FROM rejected_before u

@@ -52,19 +52,19 @@ failed AS (
     FROM decoded WHERE token_exp IS NULL
     UNION ALL
     SELECT seq, 'exp',
-           concat('expired: exp ', to_char(arrow_cast(token_exp, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           concat('expired: exp ', instant_text(token_exp),
                   ' is at or before the event''s created_at')
     FROM decoded WHERE token_exp <= created_at
     UNION ALL
     SELECT seq, 'iat',
-           concat('iat ', to_char(arrow_cast(token_iat, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           concat('iat ', instant_text(token_iat),
                   ' is more than 60 s after the event''s created_at')
     FROM decoded WHERE token_iat > created_at + INTERVAL '60 seconds'
 )
 SELECT
     d.task_id,
     concat('handoff token ', d.token_label, ' on ', d.type, ' ', d.id, ' at ',
-           to_char(arrow_cast(d.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ' fails the ', f.check_name, ' check: ',
+           instant_text(d.created_at), ' fails the ', f.check_name, ' check: ',
            f.detail, '; expected claims matching the delegation and a valid time window') AS message,
     make_array(d.seq) AS seqs
 FROM failed f

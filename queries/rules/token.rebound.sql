@@ -42,7 +42,7 @@ WITH differing AS (
 SELECT
     d.task_id,
     concat('handoff token ', d.token_label, ' on ', d.type, ' ', d.id, ' at ',
-           to_char(arrow_cast(d.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ' is bound to another delegation than on ',
+           instant_text(d.created_at), ' is bound to another delegation than on ',
            d.ref_type, ' ', d.ref_id, ': ', d.diffs,
            '; expected one token per (delegated_by, delegated_to, task_id, parent_task_id)') AS message,
     make_array(d.seq, d.ref_seq) AS seqs

@@ -20,14 +20,13 @@ WITH issues AS (
            -- structured tokens are identified by jti, opaque ones by value
            CASE WHEN u.token_jti IS NOT NULL THEN concat('jti:', u.token_jti)
                 ELSE concat('value:', u.token) END AS replay_key,
-           -- (created_us, seq) as one sortable number, see views/10_tasks.sql
-           CAST(u.created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + u.seq AS ord
+           time_order(u.created_us, u.seq) AS ord
     FROM token_uses u
     WHERE u.is_issue
 ),
 first_issue AS (
     -- the first issuance (time, then input order) of every key issued twice
-    SELECT replay_key, CAST(min(ord) % 10000000000000000000 AS BIGINT) AS first_seq
+    SELECT replay_key, seq_of(min(ord)) AS first_seq
     FROM issues
     GROUP BY replay_key
     HAVING count(*) > 1
@@ -46,9 +45,9 @@ SELECT
     r.task_id,
     concat('handoff token ', r.token_label,
            CASE WHEN r.token_jti IS NOT NULL THEN concat(' (jti ', r.token_jti, ')') ELSE '' END,
-           ' issued again by ', r.id, ' at ', to_char(arrow_cast(r.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           ' issued again by ', r.id, ' at ', instant_text(r.created_at),
            ' for task ', coalesce(r.task_id, '(none)'), ' to ', coalesce(r.delegated_to, '(none)'),
-           ': already issued by ', r.first_id, ' at ', to_char(arrow_cast(r.first_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           ': already issued by ', r.first_id, ' at ', instant_text(r.first_at),
            ' for task ', coalesce(r.first_task_id, '(none)'),
            CASE WHEN r.token <> r.first_token
                 THEN concat(' as token ', r.first_token_label) ELSE '' END,

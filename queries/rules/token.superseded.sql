@@ -36,10 +36,10 @@ first_escalation AS (
 SELECT
     u.task_id,
     concat('handoff token ', i.token_label, ' presented on ', u.type, ' ', u.id, ' at ',
-           to_char(arrow_cast(u.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ' was superseded: issued by ', i.i_id,
-           ' at ', to_char(arrow_cast(i.i_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'), ' for task ', i.task_id,
+           instant_text(u.created_at), ' was superseded: issued by ', i.i_id,
+           ' at ', instant_text(i.i_at), ' for task ', i.task_id,
            ', which was escalated', CASE WHEN x.e_to IS NULL THEN '' ELSE concat(' to ', x.e_to) END,
-           ' by ', x.e_id, ' at ', to_char(arrow_cast(x.e_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ'),
+           ' by ', x.e_id, ' at ', instant_text(x.e_at),
            '; expected the token issued after the escalation') AS message,
     make_array(u.seq, x.e_seq, i.i_seq) AS seqs
 FROM first_escalation x

@@ -16,16 +16,15 @@
 --                   that was only requested, then rejected)
 --   term_*          its first terminal event (completed, failed, cancelled,
 --                   timed_out); anything after it is an illegal transition
--- Speed: "first by (created_us, seq)" is min() of one sortable number,
---   ord = (created_us + 10^18) * 10^19 + seq   (Decimal128(38, 0))
--- whose last 19 digits are the seq (every created_us of years 0000..9999 is
--- within +-10^18 µs, every seq below 10^19). The six first events of a task
--- are then fetched by seq (unique) in one join and pivoted back. (In the
--- engine, first_value(x ORDER BY ...) per group costs time in the number of
--- groups on every batch; one join, not six, keeps cluster plans small.)
+-- Speed: "first by (created_us, seq)" is min() of time_order(created_us,
+-- seq), one sortable number that carries the seq (queries/README.md). The
+-- six first events of a task are then fetched by seq (unique) in one join
+-- and pivoted back. (In the engine, first_value(x ORDER BY ...) per group
+-- costs time in the number of groups on every batch; one join, not six,
+-- keeps cluster plans small.)
 WITH keyed AS (
     SELECT task_key, parent_task_id, session_id, type,
-           CAST(created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + seq AS ord
+           time_order(created_us, seq) AS ord
     FROM ev
     WHERE task_key IS NOT NULL
 ),
@@ -45,10 +44,8 @@ picks AS (
     -- one row per (task, kind of first event); kind 1 parent link,
     -- 2 session, 3 first event, 4 state, 5 delegation, 6 terminal
     SELECT task_key,
-           unnest(make_array(
-               CAST(parent_ord % 10000000000000000000 AS BIGINT), CAST(session_ord % 10000000000000000000 AS BIGINT),
-               CAST(first_ord % 10000000000000000000 AS BIGINT), CAST(state_ord % 10000000000000000000 AS BIGINT),
-               CAST(deleg_ord % 10000000000000000000 AS BIGINT), CAST(term_ord % 10000000000000000000 AS BIGINT))) AS seq,
+           unnest(make_array(seq_of(parent_ord), seq_of(session_ord), seq_of(first_ord),
+                             seq_of(state_ord), seq_of(deleg_ord), seq_of(term_ord))) AS seq,
            unnest(make_array(1, 2, 3, 4, 5, 6)) AS kind
     FROM firsts
 ),

@@ -11,8 +11,7 @@
 --                            input order) and has no terminal event before or
 --                            at it. Null/false when the parent never ends.
 WITH first_link AS (
-    -- ord: (created_us, seq) as one sortable number, see 10_tasks.sql
-    SELECT task_key AS child_key, parent_key, min(CAST(created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + seq) AS ord
+    SELECT task_key AS child_key, parent_key, min(time_order(created_us, seq)) AS ord
     FROM ev
     WHERE task_key IS NOT NULL AND parent_key IS NOT NULL
       AND task_key <> parent_key
@@ -22,7 +21,7 @@ links AS (
     SELECT l.child_key, l.parent_key, e.task_id AS child_id, e.parent_task_id AS parent_id,
            e.seq AS link_seq, e.created_at AS link_at, e.type AS link_type
     FROM first_link l
-    JOIN ev e ON e.seq = CAST(l.ord % 10000000000000000000 AS BIGINT)
+    JOIN ev e ON e.seq = seq_of(l.ord)
 )
 SELECT
     l.child_key, l.parent_key, l.child_id, l.parent_id, l.link_seq, l.link_at, l.link_type,

@@ -6,8 +6,8 @@
 -- value in that same order, so a field the reference event lacks is taken
 -- from the next event that has it.
 -- (Speed: "first in that order" is min() of one sortable number per event,
--- (0 for issuing events, else 2) * 10^37 + (created_us + 10^18) * 10^19 + seq,
--- see 10_tasks.sql; the reference event is then fetched by seq. A binding
+-- (0 for issuing events, else 2) * 10^37 + time_order(created_us, seq)
+-- (queries/README.md); the reference event is then fetched by seq. A binding
 -- field is one string, so its first value is taken in the same aggregate:
 -- min() of that number as 38 zero-padded digits followed by the value, whose
 -- order is the number's; the value is the text after the 38 digits. No join
@@ -15,7 +15,7 @@
 WITH keyed AS (
     SELECT token, task_id, parent_task_id, delegated_by, delegated_to, token_error, is_issue,
            CAST(CASE WHEN is_issue THEN '0' ELSE '20000000000000000000000000000000000000' END AS DECIMAL(38, 0))
-           + CAST(created_us + 1000000000000000000 AS DECIMAL(38, 0)) * 10000000000000000000 + seq AS ord
+           + time_order(created_us, seq) AS ord
     FROM token_uses
 ),
 ord_keyed AS (
@@ -52,4 +52,4 @@ SELECT
     substr(f.to_pick, 39) AS ref_delegated_to,
     substr(f.error_pick, 39) AS token_error
 FROM firsts f
-JOIN token_uses u ON u.seq = CAST(f.ref_ord % 10000000000000000000 AS BIGINT)
+JOIN token_uses u ON u.seq = seq_of(f.ref_ord)

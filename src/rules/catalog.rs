@@ -60,7 +60,10 @@ impl Catalog {
         let mut c = Catalog::default();
         let mut errors = Vec::new();
         for (name, text) in embedded::VIEWS {
-            c.views.push(parse_view(name, text));
+            match parse_view(name, text) {
+                Ok(v) => c.views.push(v),
+                Err(e) => errors.push(e),
+            }
         }
         for (name, text) in embedded::RULES {
             match parse_rule(name, text) {
@@ -83,9 +86,10 @@ impl Catalog {
         let Some(at) = self.views.iter().position(|v| v.name == name) else {
             return false;
         };
-        let embedded = embedded::VIEWS
-            .iter()
-            .any(|(file, text)| *file == self.views[at].file && *text == self.views[at].sql);
+        let embedded = embedded::VIEWS.iter().any(|(file, text)| {
+            *file == self.views[at].file
+                && parse_view(file, text).is_ok_and(|v| v.sql == self.views[at].sql)
+        });
         if embedded {
             self.views.remove(at);
         }
@@ -99,9 +103,13 @@ impl Catalog {
         let mut errors = Vec::new();
         for (name, text) in views {
             // A view of the same name replaces the built-in one.
-            let view = parse_view(&name, &text);
-            self.views.retain(|v| v.name != view.name);
-            self.views.push(view);
+            match parse_view(&name, &text) {
+                Ok(view) => {
+                    self.views.retain(|v| v.name != view.name);
+                    self.views.push(view);
+                }
+                Err(e) => errors.push(e),
+            }
         }
         for (name, text) in rules {
             match parse_rule(&name, &text) {
@@ -305,7 +313,8 @@ fn header(text: &str) -> Vec<(String, String)> {
     out
 }
 
-fn parse_view(file: &str, text: &str) -> View {
+/// A view file, its helpers expanded (helpers.rs).
+fn parse_view(file: &str, text: &str) -> Result<View, FileError> {
     let stem = file.trim_end_matches(".sql");
     let name = stem
         .trim_start_matches(|c: char| c.is_ascii_digit())
@@ -313,15 +322,23 @@ fn parse_view(file: &str, text: &str) -> View {
     let materialize = header(text)
         .iter()
         .any(|(k, v)| k == "materialize" && v == "true");
-    View {
+    Ok(View {
         name: name.to_string(),
         file: file.to_string(),
-        sql: text.to_string(),
+        sql: expand_helpers(file, text)?,
         materialize,
-    }
+    })
 }
 
-/// Parse a rule file's header; every field is required.
+fn expand_helpers(file: &str, text: &str) -> Result<String, FileError> {
+    super::helpers::expand(text).map_err(|reason| FileError {
+        file: file.to_string(),
+        reason,
+    })
+}
+
+/// Parse a rule file's header (every field is required) and expand its
+/// helpers.
 pub fn parse_rule(file: &str, text: &str) -> Result<Rule, FileError> {
     let h = header(text);
     let err = |reason: String| FileError {
@@ -357,7 +374,7 @@ pub fn parse_rule(file: &str, text: &str) -> Result<Rule, FileError> {
             dialect,
         },
         file: file.to_string(),
-        sql: text.to_string(),
+        sql: expand_helpers(file, text)?,
     })
 }
 

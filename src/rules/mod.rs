@@ -2,6 +2,7 @@
 
 pub mod catalog;
 pub mod ev_table;
+pub mod helpers;
 pub mod reference;
 
 use crate::findings::{Compact, Findings, Interner, Place, Places, Row, RuleLabel};
