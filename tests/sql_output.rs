@@ -292,3 +292,20 @@ fn parquet_holds_one_result_with_every_type() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("-e or -f"), "{err}");
 }
+
+/// The rule files' helpers work in queries too, expanded as in the files.
+#[test]
+fn queries_may_call_the_rule_helpers() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = log(dir.path());
+    let out = sql(
+        &log,
+        "csv",
+        "SELECT id, instant_text(created_at) AS at, seq_of(time_order(created_us, seq)) = seq AS same \
+         FROM events ORDER BY id",
+    );
+    assert_eq!(
+        out,
+        "id,at,same\ne1,2026-07-14T10:00:00.000Z,true\ne2,2026-07-14T10:00:00.000Z,true\n"
+    );
+}

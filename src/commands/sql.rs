@@ -241,6 +241,9 @@ pub fn split_statements(script: &str) -> Vec<String> {
 pub(super) async fn query(ctx: &SessionContext, sql: &str) -> anyhow::Result<Vec<RecordBatch>> {
     let failed = |e| anyhow::anyhow!("query failed: {}", super::sql_shell::readable(&e));
     let sql = super::sql_shell::show_tables(sql).unwrap_or_else(|| sql.to_string());
+    // The rule files' helpers (`instant_text`, ...) work here too.
+    let sql =
+        crate::rules::helpers::expand(&sql).map_err(|e| anyhow::anyhow!("query failed: {e}"))?;
     let df = ctx.sql(&sql).await.map_err(failed)?;
     let schema = std::sync::Arc::new(df.schema().as_arrow().clone());
     let mut batches = df.collect().await.map_err(failed)?;
