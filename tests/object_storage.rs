@@ -274,23 +274,20 @@ fn convert_to_s3_then_audit_in_place_from_s3_equals_the_local_run() {
 
 #[test]
 fn an_interrupted_upload_leaves_no_object() {
-    let mut writer = hvaudit::ingest::remote::ObjectWriter::create_with(
-        std::sync::Arc::new(store()),
-        "partial/events.parquet",
-        "s3://logs/partial/events.parquet",
-    )
-    .unwrap();
-    writer.write_all(&vec![7u8; 6 << 20]).unwrap();
-    drop(writer);
+    // Six MiB: a first 5 MiB part is on its way when the writer stops.
+    let written = || {
+        let mut writer = hvaudit::ingest::remote::ObjectWriter::create_with(
+            std::sync::Arc::new(store()),
+            "partial/events.parquet",
+            "s3://logs/partial/events.parquet",
+        )
+        .unwrap();
+        writer.write_all(&vec![7u8; 6 << 20]).unwrap();
+        writer
+    };
+    drop(written());
     assert!(keys_under("partial").is_empty());
-    let mut writer = hvaudit::ingest::remote::ObjectWriter::create_with(
-        std::sync::Arc::new(store()),
-        "partial/events.parquet",
-        "s3://logs/partial/events.parquet",
-    )
-    .unwrap();
-    writer.write_all(&vec![7u8; 6 << 20]).unwrap();
-    writer.finish().unwrap();
+    written().finish().unwrap();
     assert_eq!(keys_under("partial"), ["partial/events.parquet"]);
 }
 
