@@ -188,10 +188,19 @@ pub async fn audit_in_place(cfg: &AuditConfig, catalog: &Catalog) -> Result<Repo
     let usage = |e: anyhow::Error| AuditError::Usage(format!("{e:#}"));
     let files =
         crate::ingest::in_place::scan_inputs(&cfg.inputs, cfg.allow_empty).map_err(usage)?;
+    audit_parquet_inputs(cfg, catalog, &files).await
+}
+
+/// `audit_in_place` of files already scanned.
+pub async fn audit_parquet_inputs(
+    cfg: &AuditConfig,
+    catalog: &Catalog,
+    files: &crate::ingest::in_place::ParquetInputs,
+) -> Result<Report, AuditError> {
     let ctx = engine::session(&cfg.rule_engine_options())?;
     let dir = cfg.spill_dir_or_default();
     let views = Materialize::OnDisk(Arc::new(rules::ViewFiles::in_dir(dir)));
-    audit_files(cfg, catalog, &ctx, &files, &views).await
+    audit_files(cfg, catalog, &ctx, files, &views).await
 }
 
 /// Register `convert`'s files found by `scan_inputs` in `ctx` and audit them.

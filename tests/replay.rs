@@ -6,7 +6,8 @@ use chrono::{DateTime, Utc};
 use hvaudit::audit::AuditConfig;
 use hvaudit::ingest::{IngestOptions, Ingested, ingest};
 use hvaudit::replay::{
-    EventKind, Replay, ReplayError, ReplayFormat, ReplayRequest, Role, Scope, render, replay,
+    EventKind, Replay, ReplayError, ReplayFormat, ReplayRequest, Role, Scope, Tables, render,
+    replay,
 };
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -39,7 +40,7 @@ fn replay_task(task: &str, instant: Option<&str>) -> Replay {
         scope: Scope::Task(task.into()),
         at: instant.map(at),
     };
-    replay(cfg, ingested, &request).expect("replay builds")
+    replay(cfg, Tables::Loaded(ingested), &request).expect("replay builds")
 }
 
 fn state<'a>(r: &'a Replay, task: &str) -> &'a str {
@@ -211,7 +212,7 @@ fn a_session_replays_every_task_in_it() {
         scope: Scope::Session("sess_ac2ef6e0d071963c".into()),
         at: None,
     };
-    let r = replay(cfg, ingested, &request).unwrap();
+    let r = replay(cfg, Tables::Loaded(ingested), &request).unwrap();
     let tasks: Vec<&str> = r.tasks.iter().map(|t| t.task_id.as_str()).collect();
     assert_eq!(tasks, vec![PARENT, CHILD]);
     assert!(r.tasks.iter().all(|t| t.role == Role::Member));
@@ -232,7 +233,7 @@ fn unknown_ids_are_errors() {
         Scope::Session("sess_nope".into()),
     ] {
         let request = ReplayRequest { scope, at: None };
-        let err = replay(cfg, ingested, &request).unwrap_err();
+        let err = replay(cfg, Tables::Loaded(ingested), &request).unwrap_err();
         assert!(matches!(err, ReplayError::Unknown { .. }), "{err}");
     }
 }
@@ -280,7 +281,11 @@ fn replay_lines(lines: &[String], scope: Scope) -> Result<Replay, ReplayError> {
         ..Default::default()
     };
     let ingested = ingest(&cfg.inputs, &IngestOptions::default()).unwrap();
-    replay(&cfg, &ingested, &ReplayRequest { scope, at: None })
+    replay(
+        &cfg,
+        Tables::Loaded(&ingested),
+        &ReplayRequest { scope, at: None },
+    )
 }
 
 #[test]

@@ -221,3 +221,56 @@ fn a_spilled_audit_shows_each_phase_on_a_terminal() {
         assert!(drawn.contains(phase), "no {phase:?} in: {drawn}");
     }
 }
+
+/// `replay` of a log too large for `--memory-limit` goes through Parquet on
+/// disk as `audit` does, and gives the replay of the loaded log.
+#[test]
+fn a_spilled_replay_equals_the_loaded_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = hard_log(dir.path());
+    let text = std::fs::read_to_string(&log).unwrap();
+    let task = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|v| v["task_id"].as_str().map(str::to_string))
+        .unwrap();
+    let replayed = |extra: &[&str]| {
+        let out = hvaudit()
+            .args([
+                "--no-config",
+                "replay",
+                "-q",
+                "--format",
+                "json",
+                "--task",
+                &task,
+            ])
+            .args(extra)
+            .arg(&log)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            out.stdout,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (loaded, _) = replayed(&[]);
+    let spill = tempfile::tempdir().unwrap();
+    let spill_arg = spill.path().to_str().unwrap();
+    let (spilled, _) = replayed(&["--memory-limit", "48M", "--spill-dir", spill_arg]);
+    assert!(!loaded.is_empty());
+    assert_eq!(
+        String::from_utf8_lossy(&loaded),
+        String::from_utf8_lossy(&spilled)
+    );
+    assert_eq!(
+        std::fs::read_dir(spill.path()).unwrap().count(),
+        0,
+        "scratch removed"
+    );
+}

@@ -4,7 +4,7 @@
 use crate::audit::AuditConfig;
 use crate::cli::ReplayArgs;
 use crate::output::write_output;
-use crate::replay::{ReplayError, ReplayFormat, ReplayRequest, Scope, render, replay};
+use crate::replay::{ReplayError, ReplayFormat, ReplayRequest, Scope, Tables, render, replay};
 
 pub fn run(args: ReplayArgs, quiet: bool) -> anyhow::Result<u8> {
     let format: ReplayFormat = args.format.parse().map_err(anyhow::Error::msg)?;
@@ -25,9 +25,24 @@ pub fn run(args: ReplayArgs, quiet: bool) -> anyhow::Result<u8> {
     };
     let outputs: Vec<(&str, &std::path::Path)> =
         args.output.iter().map(|p| ("-o", p.as_path())).collect();
-    let ingested = super::load(&args.input, quiet, &outputs, super::MAX_BAD_LINES)?;
     let request = ReplayRequest { scope, at: args.at };
-    let replay = match replay(&cfg, &ingested, &request) {
+    let (found, skipped) =
+        crate::ingest::inputs::expand(&args.input.paths, args.input.allow_empty)?;
+    // A log whose table would not fit --memory-limit is replayed from
+    // Parquet on disk, as `audit` audits it.
+    let replayed = match super::too_large(&args.input, &found, &outputs) {
+        Some(how) => {
+            let on_disk = super::read_to_disk(found, skipped, &how, quiet, "replaying it there")?;
+            let files =
+                crate::ingest::in_place::scan_inputs(std::slice::from_ref(&on_disk.tables), true)?;
+            replay(&cfg, Tables::InPlace(&files), &request)
+        }
+        None => {
+            let ingested = super::load_held(&args.input, found, skipped, quiet, &outputs)?;
+            replay(&cfg, Tables::Loaded(&ingested), &request)
+        }
+    };
+    let replay = match replayed {
         Ok(r) => r,
         Err(e @ ReplayError::Unknown { .. }) => {
             let paths: Vec<String> = args

@@ -11,7 +11,6 @@ use crate::audit::AuditConfig;
 use crate::engine::{self, DEFAULT_DECISION_TYPES};
 use crate::finding::{Finding, Report, Span};
 use crate::findings::Findings;
-use crate::ingest::Ingested;
 use chrono::DateTime;
 use datafusion::arrow::array::Int64Array;
 use datafusion::error::Result;
@@ -26,12 +25,17 @@ const REFS: &str = "replay_refs";
 
 pub(super) async fn build(
     cfg: &AuditConfig,
-    ingested: &Ingested,
+    tables: &super::Tables<'_>,
     request: &ReplayRequest,
     report: Report,
 ) -> std::result::Result<Replay, ReplayError> {
     let ctx = engine::session(&cfg.engine_options())?;
-    engine::register_tables(&ctx, ingested)?;
+    match tables {
+        super::Tables::Loaded(ingested) => engine::register_tables(&ctx, ingested)?,
+        super::Tables::InPlace(files) => {
+            crate::ingest::in_place::register_tables(&ctx, files).await?
+        }
+    }
     let (members, roles) = members(&ctx, &request.scope).await?;
     let mut timeline = events(&ctx, &members, &request.scope).await?;
     let span = Span {

@@ -247,17 +247,31 @@ pub struct Replay {
     pub findings: Vec<Finding>,
 }
 
-/// Ingest-independent entry point: run the audit on `ingested` (for the
+/// Where the replayed log's tables are.
+pub enum Tables<'a> {
+    /// Loaded in memory.
+    Loaded(&'a Ingested),
+    /// `convert`'s Parquet, read where it lies (a log too large to load,
+    /// read through Parquet on disk under `--memory-limit`).
+    InPlace(&'a crate::ingest::in_place::ParquetInputs),
+}
+
+/// Ingest-independent entry point: run the audit on the tables (for the
 /// findings) and build the replay on the same tables.
 pub fn replay(
     cfg: &AuditConfig,
-    ingested: &Ingested,
+    tables: Tables,
     request: &ReplayRequest,
 ) -> Result<Replay, ReplayError> {
     let catalog = cfg.catalog()?;
     block_on(async {
-        let report = audit_ingested(cfg, &catalog, ingested).await?;
-        build::build(cfg, ingested, request, report).await
+        let report = match tables {
+            Tables::Loaded(ingested) => audit_ingested(cfg, &catalog, ingested).await?,
+            Tables::InPlace(files) => {
+                crate::audit::audit_parquet_inputs(cfg, &catalog, files).await?
+            }
+        };
+        build::build(cfg, &tables, request, report).await
     })
 }
 
