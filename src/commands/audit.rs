@@ -74,7 +74,16 @@ pub fn run(args: AuditArgs, config: &Config, quiet: bool) -> anyhow::Result<u8> 
         eprintln!("hvaudit: rule {rule} failed: {error}");
     }
     let path = args.output.as_deref().unwrap_or(std::path::Path::new("-"));
-    write_output(path, |w| report::render(&report, args.format, w))?;
+    let opts = report::RenderOptions {
+        text: report::TextOptions {
+            color: false,
+            width: report::terminal_width(path == std::path::Path::new("-")),
+        },
+        provenance: report::Provenance::of_this_process(),
+    };
+    write_output(path, |w| {
+        report::render_with(&report, args.format, &opts, w)
+    })?;
     if !quiet {
         eprint!("{}", gate_summary(&report));
     }
