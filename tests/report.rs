@@ -935,6 +935,30 @@ fn html_folds_timelines_and_keeps_identifiers_whole() {
 }
 
 #[test]
+fn cli_text_fits_the_terminal_it_is_written_to() {
+    // A terminal of 72 columns, through util-linux's `script` (a pty).
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_hvaudit"));
+    let sample_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/incident");
+    let line = format!(
+        "stty rows 40 cols 72; {} audit -q {}",
+        exe.display(),
+        sample_dir.display()
+    );
+    let out = std::process::Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env_remove("COLUMNS")
+        .output()
+        .expect("`script` (util-linux) runs the report in a terminal");
+    let text = String::from_utf8(out.stdout).unwrap().replace('\r', "");
+    assert!(text.contains("Summary"), "{text}");
+    assert_fits(&text, 72, "harmovela-0.2.ndjson");
+    assert!(
+        text.lines().any(|l| l.len() > 64),
+        "laid out to 72, not less"
+    );
+}
+
+#[test]
 fn cli_text_fits_columns_and_html_honours_source_date_epoch() {
     let sample_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/incident");
     let audit = |env: &[(&str, &str)], args: &[&str]| {

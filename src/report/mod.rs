@@ -1,6 +1,8 @@
 //! Report renderers, one a file. Every renderer reads the same `Report` and
 //! writes deterministic output: findings keep the report's order and every
-//! map is ordered, so two runs on the same input give identical bytes.
+//! map is ordered, so two runs on the same input give identical bytes. The
+//! one exception is the HTML header's generation time (`Provenance`), which
+//! `SOURCE_DATE_EPOCH` fixes.
 
 pub(crate) mod html;
 mod json;
