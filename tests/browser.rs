@@ -88,6 +88,7 @@ fn audited() -> &'static (PathBuf, Value) {
                     .chain(["samples/incident"])
                     .map(String::from)
                     .collect(),
+                configuration: None,
                 generated_at: chrono::DateTime::from_timestamp(1_784_102_400, 0),
             },
             ..Default::default()

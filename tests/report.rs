@@ -857,8 +857,9 @@ fn text_repeats_the_summary_at_the_end() {
     assert_eq!(out.matches("Findings: 4 (critical 1,").count(), 2);
 }
 
-/// The command line and generation time the snapshots show: fixed, as
-/// SOURCE_DATE_EPOCH fixes the time for the CLI, so they stay stable.
+/// The command line, configuration and generation time the snapshots
+/// show: fixed, as SOURCE_DATE_EPOCH fixes the time for the CLI, so they
+/// stay stable.
 fn provenance() -> Provenance {
     Provenance {
         command: [
@@ -872,6 +873,7 @@ fn provenance() -> Provenance {
         ]
         .map(String::from)
         .to_vec(),
+        configuration: Some("hvaudit.toml: --fail-on, 2 rule override(s)".into()),
         generated_at: Some(t(59, 500) + chrono::Duration::hours(1)),
     }
 }
@@ -894,6 +896,7 @@ fn html_header_states_verdict_command_and_time() {
         "{out}"
     );
     assert!(out.contains("<dt>Generated</dt><dd><span class=\"mono at\" id=\"generated\">2025-03-14T10:26:59.500Z</span>"));
+    assert!(out.contains("<dd id=\"configuration\">hvaudit.toml: <span class=\"id\">--fail-on,</span> 2 rule override(s)</dd>"), "{out}");
     let command = &out[out.find("id=\"command\"").unwrap()..];
     let command = &command[..command.find("</code>").unwrap()];
     // Each word whole; words apart by a space, where the line may break.
@@ -932,6 +935,33 @@ fn html_folds_timelines_and_keeps_identifiers_whole() {
     assert!(out.contains("<span class=\"seg\">planner-and-executor.ndjson:3</span>"));
     assert!(out.contains(".id, .seg, .sev, .mono.at { white-space: nowrap; }"));
     assert!(!out.contains("td.rule .mono { overflow-wrap: anywhere"));
+}
+
+#[test]
+fn cli_html_header_names_the_configuration_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("hvaudit.toml"),
+        "[audit]\nfail-on = \"critical\"\n\n[rules.\"token.rebound\"]\nenabled = false\n",
+    )
+    .unwrap();
+    let sample_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/incident");
+    let out = assert_cmd::Command::cargo_bin("hvaudit")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["audit", "-q", "--format", "html"])
+        .arg(&sample_dir)
+        .output()
+        .unwrap();
+    let html = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        html.contains("<dd id=\"configuration\">hvaudit.toml: <span class=\"id\">--fail-on,</span> 1 rule override(s)</dd>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<span class=\"id\">(--fail-on</span> critical)"),
+        "the verdict uses it"
+    );
 }
 
 #[test]
@@ -994,6 +1024,10 @@ fn cli_text_fits_columns_and_html_honours_source_date_epoch() {
     let html = audit(
         &[("SOURCE_DATE_EPOCH", "1700000000")],
         &["--format", "html"],
+    );
+    assert!(
+        !html.contains("id=\"configuration\""),
+        "no configuration file here"
     );
     assert!(
         html.contains("id=\"generated\">2023-11-14T22:13:20.000Z<"),

@@ -14,6 +14,9 @@ pub struct Provenance {
     /// they make a shell line), credentials in URLs hidden; empty when
     /// not known.
     pub command: Vec<String>,
+    /// The configuration file read and what it set, e.g. `hvaudit.toml:
+    /// --fail-on, 2 rule override(s)` (options the command line lacks).
+    pub configuration: Option<String>,
     pub generated_at: Option<DateTime<Utc>>,
 }
 
@@ -22,6 +25,7 @@ impl Provenance {
     pub fn of_this_process() -> Provenance {
         Provenance {
             command: command_line(std::env::args_os()),
+            configuration: None,
             generated_at: Some(generation_time()),
         }
     }
