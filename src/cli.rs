@@ -352,7 +352,7 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "INSTANT", value_parser = parse_instant)]
     pub at: Option<chrono::DateTime<chrono::Utc>>,
     /// Output format.
-    #[arg(long, default_value = "text", value_parser = ["text", "json", "html"])]
+    #[arg(long, default_value = "text", value_parser = ["text", "json", "html", "md"])]
     pub format: String,
     /// Write the replay here instead of stdout (a file is replaced
     /// atomically; `-` is stdout).

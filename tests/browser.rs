@@ -1,13 +1,24 @@
-//! The HTML report in a real browser: headless Chromium (Debian's
-//! `chromium`) loads the report of the bundled incident sample, runs its
-//! scripts, and we check the DOM it dumps against the JSON report of the
-//! same audit. Severity filters are driven through the page's own
-//! `#filter=` hook, which clicks the filter buttons; console errors are
-//! read from Chromium's log. No browser means a failing test, never a
-//! skipped one: CI installs it (.ci/run).
+//! The HTML report and the replay page in a real browser: headless
+//! Chromium (Debian's `chromium`) loads the pages of the bundled incident
+//! sample, runs their scripts, and we check the DOM it dumps against the
+//! JSON report of the same audit. Severity filters are driven through the
+//! page's own `#filter=` hook, which clicks the filter buttons; console
+//! errors are read from Chromium's log. The layout is measured by a probe
+//! script added to a copy of each page (`probe`), at 1366x900 and with
+//! the page's print rules applied. No browser means a failing test, never
+//! a skipped one: CI installs it (.ci/run).
+//!
+//! The pages, their 1366x900 screenshots and their PDFs are kept in
+//! `<target dir>/test-artifacts/` (`report.html`, `report-1366x900.png`,
+//! `report.pdf`, `replay.html`, `replay-1366x900.png`, `replay.pdf`).
 
+use base64::Engine as _;
+use hvaudit::Severity;
 use hvaudit::audit::{AuditConfig, run_audit};
-use hvaudit::report::{Format, render};
+use hvaudit::gate::GateOptions;
+use hvaudit::ingest::{IngestOptions, ingest};
+use hvaudit::replay::{ReplayFormat, ReplayRequest, Scope, replay};
+use hvaudit::report::{Format, Provenance, RenderOptions, render, render_with};
 use serde_json::Value;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -39,26 +50,51 @@ fn chromium() -> PathBuf {
     );
 }
 
-/// Where the tests write the report, the screenshot and the PDF.
+/// Where the tests keep the pages, the screenshots and the PDFs:
+/// `test-artifacts` in the target directory (beside Cargo's `tmp`).
 fn artifacts() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser");
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let dir = tmp.parent().unwrap_or(tmp).join("test-artifacts");
     std::fs::create_dir_all(&dir).expect("create the artifact directory");
     dir
 }
 
+fn sample_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/incident")
+}
+
 /// The incident sample audited once: the HTML page on disk and the JSON
-/// report of the same run.
+/// report of the same run. The page states a command line and a fixed
+/// generation time, as the CLI's would.
 fn audited() -> &'static (PathBuf, Value) {
     static AUDIT: OnceLock<(PathBuf, Value)> = OnceLock::new();
     AUDIT.get_or_init(|| {
         let cfg = AuditConfig {
-            inputs: vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/incident")],
+            inputs: vec![sample_dir()],
             ..Default::default()
         };
-        let report = run_audit(&cfg).expect("the sample audits");
+        let mut report = run_audit(&cfg).expect("the sample audits");
+        // The CLI's default gate, so the header has a verdict to show.
+        let gate = GateOptions {
+            fail_on: Some(Severity::High),
+            ..Default::default()
+        };
+        hvaudit::gate::apply(&mut report, gate);
         let html = artifacts().join("report.html");
+        let opts = RenderOptions {
+            provenance: Provenance {
+                command: ["hvaudit", "audit", "--format", "html", "-o", "report.html"]
+                    .into_iter()
+                    .chain(["samples/incident"])
+                    .map(String::from)
+                    .collect(),
+                configuration: None,
+                generated_at: chrono::DateTime::from_timestamp(1_784_102_400, 0),
+            },
+            ..Default::default()
+        };
         let mut page = Vec::new();
-        render(&report, Format::Html, &mut page).unwrap();
+        render_with(&report, Format::Html, &opts, &mut page).unwrap();
         std::fs::write(&html, page).unwrap();
         let mut json = Vec::new();
         render(&report, Format::Json, &mut json).unwrap();
@@ -315,13 +351,13 @@ fn png_size(bytes: &[u8]) -> (u32, u32) {
     (be(&bytes[16..20]), be(&bytes[20..24]))
 }
 
-#[test]
-fn screenshot_and_print_for_a_write_up() {
-    let (html, _) = audited();
-    let png = artifacts().join("report.png");
+/// A 1366x900 screenshot of `page` into the artifacts, checked for size
+/// and for content (a blank page compresses to a few KB).
+fn screenshot(page: &Path, name: &str) -> PathBuf {
+    let png = artifacts().join(format!("{name}-1366x900.png"));
     let _ = std::fs::remove_file(&png);
     let run = browse(
-        &file_url(html),
+        &file_url(page),
         &[
             &format!("--screenshot={}", png.display()),
             "--window-size=1366,900",
@@ -330,18 +366,21 @@ fn screenshot_and_print_for_a_write_up() {
     assert!(run.console().is_empty(), "{}", run.console().join("\n"));
     let bytes = std::fs::read(&png).expect("the screenshot was written");
     assert_eq!(png_size(&bytes), (1366, 900));
-    // A blank page compresses to a few KB; the report's text and charts don't.
     assert!(
         bytes.len() > 40_000,
         "screenshot looks empty: {} bytes",
         bytes.len()
     );
     eprintln!("screenshot: {}", png.display());
+    png
+}
 
-    let pdf = artifacts().join("report.pdf");
+/// `page` printed to a PDF in the artifacts; its number of pages.
+fn print_to_pdf(page: &Path, name: &str) -> usize {
+    let pdf = artifacts().join(format!("{name}.pdf"));
     let _ = std::fs::remove_file(&pdf);
     browse(
-        &file_url(html),
+        &file_url(page),
         &[
             &format!("--print-to-pdf={}", pdf.display()),
             "--no-pdf-header-footer",
@@ -350,9 +389,225 @@ fn screenshot_and_print_for_a_write_up() {
     let bytes = std::fs::read(&pdf).expect("the PDF was written");
     assert!(bytes.starts_with(b"%PDF-"));
     // Page objects: "/Type /Page" not followed by "s" (that is the tree).
-    let pages = bytes
+    bytes
         .windows(12)
         .filter(|w| w.starts_with(b"/Type /Page") && w[11] != b's')
-        .count();
+        .count()
+}
+
+#[test]
+fn screenshot_and_print_for_a_write_up() {
+    let (html, _) = audited();
+    screenshot(html, "report");
+    let pages = print_to_pdf(html, "report");
     assert!(pages >= 2, "the printed report has {pages} pages");
+}
+
+/// The replay of the sample's cancelled parent task, just after it was
+/// cancelled, as an HTML page in the artifacts.
+fn replayed() -> &'static PathBuf {
+    static PAGE: OnceLock<PathBuf> = OnceLock::new();
+    PAGE.get_or_init(|| {
+        let cfg = AuditConfig {
+            inputs: vec![sample_dir()],
+            ..Default::default()
+        };
+        let ingested = ingest(&cfg.inputs, &IngestOptions::default()).expect("sample ingests");
+        let request = ReplayRequest {
+            scope: Scope::Task("task_223151fd620b0074".into()),
+            at: chrono::DateTime::parse_from_rfc3339("2026-07-14T08:00:08.500Z")
+                .ok()
+                .map(|t| t.to_utc()),
+        };
+        let r = replay(&cfg, &ingested, &request).expect("the replay builds");
+        let page = artifacts().join("replay.html");
+        let mut out = Vec::new();
+        hvaudit::replay::render(&r, ReplayFormat::Html, &mut out).unwrap();
+        std::fs::write(&page, out).unwrap();
+        page
+    })
+}
+
+/// Measures the layout of `page` in the browser: a copy of it gets a
+/// script that writes its measurements into the page (base64 JSON in
+/// `#layout-probe`), read back from the dumped DOM. The copy's security
+/// policy allows that one inline script; the page is otherwise the same.
+/// `print` applies the page's print rules as if on paper `width` pixels
+/// wide; the report's timelines are then open, as when printed.
+fn probe(page: &Path, width: u32, print: bool) -> Value {
+    let html = std::fs::read_to_string(page).unwrap();
+    let html = if html.contains("script-src") {
+        html
+    } else {
+        html.replacen(
+            "default-src 'none';",
+            "default-src 'none'; script-src 'unsafe-inline';",
+            1,
+        )
+    };
+    let html = html.replacen("</body>", &format!("<script>{PROBE}</script></body>"), 1);
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("probe.html");
+    std::fs::write(&copy, html).unwrap();
+    let mode = if print { "print" } else { "screen" };
+    let run = browse(
+        &format!("{}?probe={mode}", file_url(&copy)),
+        &["--dump-dom", &format!("--window-size={width},900")],
+    );
+    assert!(run.console().is_empty(), "{}", run.console().join("\n"));
+    let at = run
+        .stdout
+        .find("<pre id=\"layout-probe\">")
+        .unwrap_or_else(|| panic!("the probe wrote nothing:\n{}", run.log));
+    let rest = &run.stdout[at + "<pre id=\"layout-probe\">".len()..];
+    let b64 = &rest[..rest.find('<').unwrap()];
+    let json = base64::engine::general_purpose::STANDARD
+        .decode(b64.trim())
+        .expect("base64 from the probe");
+    serde_json::from_slice(&json).expect("JSON from the probe")
+}
+
+/// The probe: every word of the rendered text (words end at spaces and
+/// after a slash; a browser would also break after a hyphen, in an
+/// instant or an id) must lie on one line, every identifier (`.id`, `.seg`, `.sev`) inside its cell,
+/// and the page no wider than the window. On the report it also presses
+/// "Expand all" and "Collapse all", measuring in between.
+const PROBE: &str = r#"(function () {
+  "use strict";
+  var print = location.search.indexOf("probe=print") !== -1;
+  if (print) {
+    var css = [];
+    Array.prototype.forEach.call(document.styleSheets, function (sheet) {
+      Array.prototype.forEach.call(sheet.cssRules, function (rule) {
+        if (rule.media && Array.prototype.indexOf.call(rule.media, "print") !== -1) {
+          Array.prototype.forEach.call(rule.cssRules, function (r) { css.push(r.cssText); });
+        }
+      });
+    });
+    var style = document.createElement("style");
+    style.textContent = css.join(" ");
+    document.head.appendChild(style);
+    window.dispatchEvent(new Event("beforeprint"));
+  }
+  function shown(el) {
+    if (el.closest("script, style, svg, [hidden]")) { return false; }
+    var closed = el.closest("details:not([open])");
+    return !closed || el.closest("summary") !== null;
+  }
+  function measure() {
+    var broken = [], outside = [], ids = 0;
+    var walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT, null);
+    var node;
+    while ((node = walker.nextNode())) {
+      var el = node.parentElement;
+      if (!el || !shown(el)) { continue; }
+      var re = /[^\s\/]+\/?/g, m;
+      while ((m = re.exec(node.data))) {
+        var range = document.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        var lines = Array.prototype.filter.call(range.getClientRects(), function (r) { return r.width > 0; });
+        if (lines.length > 1) { broken.push(m[0]); }
+      }
+    }
+    Array.prototype.forEach.call(document.querySelectorAll(".id, .seg, .sev"), function (el) {
+      if (!shown(el) || el.textContent === "") { return; }
+      ids++;
+      var cell = el.closest("td, th, dd");
+      var box = el.getBoundingClientRect();
+      if (el.getClientRects().length > 1 || (cell && box.right > cell.getBoundingClientRect().right + 0.5)) {
+        outside.push(el.textContent);
+      }
+    });
+    return { broken: broken.slice(0, 20), outside: outside.slice(0, 20), ids: ids,
+      page_width: document.documentElement.scrollWidth, window_width: window.innerWidth };
+  }
+  function open() { return document.querySelectorAll("details.timeline[open]").length; }
+  var out = { first: measure(), timelines: document.querySelectorAll("details.timeline").length, open_first: open() };
+  var expand = document.getElementById("expand-all"), collapse = document.getElementById("collapse-all");
+  if (expand && collapse) {
+    expand.click();
+    out.open_expanded = open();
+    out.expanded = measure();
+    collapse.click();
+    out.open_collapsed = open();
+  }
+  var pre = document.createElement("pre");
+  pre.id = "layout-probe";
+  pre.textContent = btoa(unescape(encodeURIComponent(JSON.stringify(out))));
+  document.body.appendChild(pre);
+})();"#;
+
+/// No word split across lines, no identifier out of its cell, no
+/// horizontal scrolling, in one measurement of the probe.
+fn assert_laid_out(m: &Value, what: &str) {
+    assert_eq!(
+        m["broken"],
+        serde_json::json!([]),
+        "{what}: words split across lines"
+    );
+    assert_eq!(
+        m["outside"],
+        serde_json::json!([]),
+        "{what}: identifiers out of their cell"
+    );
+    assert!(
+        m["ids"].as_u64().unwrap() > 20,
+        "{what}: identifiers measured: {m}"
+    );
+    assert!(
+        m["page_width"].as_u64() <= m["window_width"].as_u64(),
+        "{what}: the page scrolls sideways: {m}"
+    );
+}
+
+#[test]
+fn report_at_1366x900_breaks_no_identifier_and_folds_timelines() {
+    let (html, json) = audited();
+    let m = probe(html, 1366, false);
+    assert_laid_out(&m["first"], "report");
+    let timelines = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| !f["timeline"].as_array().unwrap().is_empty())
+        .count();
+    assert!(timelines > 0);
+    assert_eq!(m["timelines"], timelines, "{m}");
+    assert_eq!(m["open_first"], 0, "timelines start folded: {m}");
+    assert_eq!(
+        m["open_expanded"], timelines,
+        "expand all opens every one: {m}"
+    );
+    assert_laid_out(&m["expanded"], "report, timelines open");
+    assert_eq!(m["open_collapsed"], 0, "collapse all folds every one: {m}");
+    // The header: the verdict, the command and the generation time.
+    let page = dom("");
+    assert!(page.contains("<div id=\"verdict\" class=\"verdict failed\"><b>FAILED: "));
+    assert!(page.contains("id=\"generated\">2026-07-15T08:00:00.000Z<"));
+    assert!(page.contains("id=\"command\">"));
+}
+
+#[test]
+fn report_printed_breaks_no_identifier() {
+    let (html, _) = audited();
+    // A4 landscape less the page's 10 mm margins, at 96 dpi.
+    let m = probe(html, 1047, true);
+    assert!(m["timelines"].as_u64().unwrap() > 0);
+    assert_eq!(
+        m["open_first"], m["timelines"],
+        "printing opens every timeline"
+    );
+    assert_laid_out(&m["first"], "printed report");
+}
+
+#[test]
+fn replay_at_1366x900_and_printed_breaks_no_identifier() {
+    let page = replayed();
+    assert_laid_out(&probe(page, 1366, false)["first"], "replay");
+    // A4 landscape less the page's 10 mm margins, at 96 dpi.
+    assert_laid_out(&probe(page, 1047, true)["first"], "printed replay");
+    screenshot(page, "replay");
+    let pages = print_to_pdf(page, "replay");
+    assert!(pages >= 1, "the printed replay has {pages} pages");
 }

@@ -310,6 +310,91 @@ fn hostile_ids_are_bound_not_spliced_and_escaped() {
     assert!(!text.contains('\u{1b}') && text.contains("\\x1b[2J"));
     let html = render_to(&r, ReplayFormat::Html);
     assert!(!html.contains("<script") && html.contains("&lt;script&gt;"));
+    let md = render_to(&r, ReplayFormat::Markdown);
+    assert!(!md.contains("<script") && !md.contains('\u{1b}'), "{md}");
+    assert!(
+        md.contains("t'); DROP TABLE events; --&lt;script&gt;alert(1)&lt;/script&gt;\\\\x1b\\[2J"),
+        "{md}"
+    );
+    // No pipe or newline from the log splits a table row.
+    assert_table_rows_whole(&md);
+}
+
+/// Every row of every Markdown table has as many cells as its header.
+fn assert_table_rows_whole(md: &str) {
+    let cells = |l: &str| l.replace("\\|", "").matches('|').count();
+    let mut header = None;
+    for l in md.lines() {
+        if !l.starts_with('|') {
+            header = None;
+            continue;
+        }
+        let n = *header.get_or_insert(cells(l));
+        assert_eq!(cells(l), n, "row {l:?} in\n{md}");
+    }
+}
+
+#[test]
+fn markdown_replay_has_the_tree_the_instant_and_the_findings() {
+    let r = replay_task(PARENT, Some("2026-07-14T08:00:08.500Z"));
+    let md = render_to(&r, ReplayFormat::Markdown);
+    assert!(
+        md.starts_with(&format!(
+            "# hvaudit replay: task {}\n",
+            PARENT.replace('_', "\\_")
+        )),
+        "{md}"
+    );
+    assert!(
+        md.contains("State at **2026-07-14T08:00:08.500Z**;"),
+        "{md}"
+    );
+    assert!(md.contains(&format!("## Tasks ({})", r.tasks.len())));
+    // The child under its parent, in the state it had at the instant.
+    let child = CHILD.replace('_', "\\_");
+    assert!(md.contains(&format!("└─\u{a0}{child} | progress")), "{md}");
+    assert!(md.contains(
+        "| **2026-07-14T08:00:08.500Z** | | **the instant: states above, later events below** |"
+    ));
+    // The instant row sits before the child's completion.
+    let marker = md.find("**the instant").unwrap();
+    assert!(marker < md.find("task.completed").unwrap());
+    assert!(md.contains(&format!(
+        "## Findings touching these tasks ({})",
+        r.findings.len()
+    )));
+    assert!(!r.findings.is_empty());
+    assert!(md.contains("- **F1** "), "{md}");
+    assert_eq!(
+        md.lines().filter(|l| l.starts_with("- **F")).count(),
+        r.findings.len()
+    );
+    assert_table_rows_whole(&md);
+    // "md" is a name the parser knows, as is "markdown".
+    assert_eq!("md".parse::<ReplayFormat>(), Ok(ReplayFormat::Markdown));
+    assert_eq!(
+        "markdown".parse::<ReplayFormat>(),
+        Ok(ReplayFormat::Markdown)
+    );
+}
+
+#[test]
+fn html_keeps_task_ids_and_paths_whole() {
+    let r = replay_task(PARENT, Some("2026-07-14T08:00:08.500Z"));
+    let html = render_to(&r, ReplayFormat::Html);
+    assert!(
+        html.contains(&format!("<td><span class=\"id\">{CHILD}</span></td>")),
+        "task ids in nowrap spans"
+    );
+    assert!(
+        html.contains("<span class=\"seg\">harmovela-0.2.ndjson:53</span>"),
+        "paths in segments"
+    );
+    assert!(html.contains(".id, .seg { white-space: nowrap; }"));
+    assert!(
+        !html.contains("overflow-wrap: anywhere"),
+        "nothing breaks mid-word"
+    );
 }
 
 #[test]
@@ -374,6 +459,21 @@ fn cli_exit_codes_and_the_hint() {
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["tasks"][0]["state"], "cancelled");
+
+    let out = assert_cmd::Command::cargo_bin("hvaudit")
+        .unwrap()
+        .args(["replay", "-q"])
+        .arg(sample_dir())
+        .args(["--task", PARENT, "--format", "md"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("# hvaudit replay: task "));
 }
 
 /// A chain t0 <- t1 <- ... of `n` tasks, each submitted once.

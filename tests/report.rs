@@ -6,7 +6,9 @@ use hvaudit::finding::{
     BaselineState, BaselineUsed, EntryUse, Gate, Span, Suppression, SuppressionsUsed, TimeBucket,
     TimelineEntry,
 };
-use hvaudit::report::{Format, TextOptions, render, render_text};
+use hvaudit::report::{
+    Format, Provenance, RenderOptions, TextOptions, render, render_text, render_with,
+};
 use hvaudit::{Finding, InputSummary, Location, Report, RuleMeta, Severity};
 use serde_json::Value;
 
@@ -424,7 +426,11 @@ fn text_has_no_control_codes_from_the_log() {
 
     // With color on, the only escapes are our own SGR codes.
     let mut colored = Vec::new();
-    render_text(&r, &TextOptions { color: true }, &mut colored).unwrap();
+    let color = TextOptions {
+        color: true,
+        ..Default::default()
+    };
+    render_text(&r, &color, &mut colored).unwrap();
     let colored = String::from_utf8(colored).unwrap();
     for (i, _) in colored.match_indices('\x1b') {
         let rest = &colored[i + 1..];
@@ -478,7 +484,10 @@ fn html_escapes_log_values_everywhere() {
         !out.contains('\x1b') && !out.contains('\u{202e}'),
         "no raw controls"
     );
-    assert!(out.contains("&lt;&#x2f;script&gt;|&lt;&#x2f;script&gt;|"));
+    // The long message is prose with slashes: it breaks after them only.
+    assert!(out.contains(
+        "<span class=\"seg\">script&gt;|&lt;/</span><wbr><span class=\"seg\">script&gt;|&lt;/</span>"
+    ));
     assert!(
         !out.contains("src=\"http") && !out.contains("href=\"http"),
         "no external assets"
@@ -696,8 +705,349 @@ fn empty_report_renders_in_every_format() {
     assert_eq!(v["accounting"]["identity_holds"], true);
 }
 
+/// A rule id and an input path longer than a narrow terminal.
+const LONG_RULE: &str = "checkpoint.resume_without_id_after_an_interrupted_parent";
+const LONG_PATH: &str =
+    "/var/log/agents/production/cluster-eu-west-1/runs/2025-03-14/planner-and-executor.ndjson";
+
+/// The sample with a long rule id on its first finding and a long input
+/// path that the findings cite.
+fn long_ids() -> Report {
+    let mut r = sample();
+    let mut findings = r.findings.to_vec();
+    findings[0].rule = LONG_RULE.into();
+    for f in &mut findings {
+        for l in &mut f.locations {
+            l.file = LONG_PATH.into();
+        }
+    }
+    r.findings = findings.into();
+    r.inputs[0].path = LONG_PATH.into();
+    r
+}
+
+fn text_at(report: &Report, width: usize) -> String {
+    let mut out = Vec::new();
+    let opts = TextOptions {
+        color: false,
+        width,
+    };
+    render_text(report, &opts, &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// Asserts the text fits `width`, but for a line that holds a word (no
+/// slash in it) too long for any line, and that every occurrence of
+/// `path` is broken, if at all, right after one of its slashes.
+fn assert_fits(out: &str, width: usize, path: &str) {
+    use unicode_width::UnicodeWidthStr;
+    for line in out.lines() {
+        let indent = line.len() - line.trim_start().len();
+        let unbreakable = line
+            .split_whitespace()
+            .any(|w| !w.contains('/') && indent + w.width() > width);
+        assert!(
+            line.width() <= width || unbreakable,
+            "a line wider than {width}: {line:?}\n{out}"
+        );
+    }
+    // The lines run together, their indentation dropped: a path broken
+    // across lines reads whole again, and each break must follow a slash.
+    let mut joined = String::new();
+    let mut ends = Vec::new();
+    for line in out.lines() {
+        joined.push_str(line.trim_start());
+        ends.push(joined.len());
+    }
+    let found: Vec<usize> = joined.match_indices(path).map(|(i, _)| i).collect();
+    assert!(!found.is_empty(), "{path} is not in the report at {width}");
+    for start in found {
+        for end in ends
+            .iter()
+            .filter(|e| (start + 1..start + path.len()).contains(*e))
+        {
+            assert_eq!(
+                &joined[end - 1..*end],
+                "/",
+                "{path} broken mid-segment at {width}:\n{out}"
+            );
+        }
+    }
+}
+
+#[test]
+fn text_wraps_to_the_width_without_breaking_identifiers() {
+    let r = long_ids();
+    let wide = text_at(&r, 1000);
+    let whole = |out: &str, id: &str| out.lines().filter(|l| l.contains(id)).count();
+    for width in [40, 64, 100] {
+        let out = text_at(&r, width);
+        assert_fits(&out, width, LONG_PATH);
+        // Each identifier stays whole on its line, as often as unwrapped.
+        for id in [
+            LONG_RULE,
+            "HV-TOKEN-002",
+            "ffff000011112222",
+            "task-</script>-2",
+            "2025-03-14T09:26:05.120Z",
+        ] {
+            assert_eq!(whole(&out, id), whole(&wide, id), "{id} at {width}:\n{out}");
+        }
+    }
+    // Narrow enough, the long path is broken; wide, nothing is.
+    assert!(!text_at(&r, 40).contains(&format!("at {LONG_PATH}")));
+    assert!(wide.contains(&format!("at {LONG_PATH}:3 (event evt-1)")));
+    // The default (a pipe) is 100 columns.
+    assert_eq!(render_to_string(&r, Format::Text), text_at(&r, 100));
+    // A 10 000-character message of slashes fits too.
+    assert_fits(&text_at(&hostile(), 72), 72, "logs/run a.ndjson:3");
+}
+
+#[test]
+fn text_tables_give_way_to_a_narrow_terminal() {
+    let r = long_ids();
+    // 80 columns: the path column gives way (a longer path gets lines of
+    // its own), the numbers stay aligned under their heading.
+    let out = text_at(&r, 80);
+    let inputs: Vec<&str> = out
+        .lines()
+        .skip_while(|l| *l != "Inputs")
+        .take(10)
+        .collect();
+    assert!(
+        inputs[1].starts_with("  PATH ") && inputs[1].ends_with("IDENTITY"),
+        "{inputs:?}"
+    );
+    let head_at = inputs[1].find("LINES").unwrap() + "LINES".len();
+    let row = inputs
+        .iter()
+        .find(|l| l.ends_with("  OK"))
+        .expect("the first input's row");
+    assert_eq!(
+        &row[head_at - 2..head_at],
+        "20",
+        "numbers aligned: {inputs:?}"
+    );
+    // 40 columns: too narrow for the columns, each input is a record.
+    let out = text_at(&r, 40);
+    assert!(
+        out.contains("  planner-and-executor.ndjson\n      format ndjson, lines 20,\n"),
+        "{out}"
+    );
+}
+
+#[test]
+fn text_repeats_the_summary_at_the_end() {
+    let out = render_to_string(&sample(), Format::Text);
+    let tail: Vec<&str> = out.lines().rev().take(6).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    assert_eq!(
+        tail,
+        [
+            "Summary",
+            "  Findings: 4 (critical 1, high 2, medium 0, low 0, info 1)",
+            "  By rule: HV-TASK-001 2, HV-INFO-009 1, HV-TOKEN-002 1",
+            "  Accounting: MISMATCH",
+            "  Verdict: FAILED: 2 finding(s) at or above high (--fail-on high); 1 suppressed finding(s) not",
+            "    counted",
+        ],
+        "{out}"
+    );
+    // The counts near the top are still there too.
+    assert_eq!(out.matches("Findings: 4 (critical 1,").count(), 2);
+}
+
+/// The command line, configuration and generation time the snapshots
+/// show: fixed, as SOURCE_DATE_EPOCH fixes the time for the CLI, so they
+/// stay stable.
+fn provenance() -> Provenance {
+    Provenance {
+        command: [
+            "hvaudit",
+            "audit",
+            "--format",
+            "html",
+            "-o",
+            "report.html",
+            "'logs/run a.ndjson'",
+        ]
+        .map(String::from)
+        .to_vec(),
+        configuration: Some("hvaudit.toml: --fail-on, 2 rule override(s)".into()),
+        generated_at: Some(t(59, 500) + chrono::Duration::hours(1)),
+    }
+}
+
+fn html_with(report: &Report, provenance: Provenance) -> String {
+    let opts = RenderOptions {
+        provenance,
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    render_with(report, Format::Html, &opts, &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn html_header_states_verdict_command_and_time() {
+    let out = html_with(&sample(), provenance());
+    assert!(
+        out.contains("<div id=\"verdict\" class=\"verdict failed\"><b>FAILED: 2 finding(s) at or above high <span class=\"id\">(--fail-on</span> high)"),
+        "{out}"
+    );
+    assert!(out.contains("<dt>Generated</dt><dd><span class=\"mono at\" id=\"generated\">2025-03-14T10:26:59.500Z</span>"));
+    assert!(out.contains("<dd id=\"configuration\">hvaudit.toml: <span class=\"id\">--fail-on,</span> 2 rule override(s)</dd>"), "{out}");
+    let command = &out[out.find("id=\"command\"").unwrap()..];
+    let command = &command[..command.find("</code>").unwrap()];
+    // Each word whole; words apart by a space, where the line may break.
+    assert!(
+        command.contains("<span class=\"seg\">--format</span></span> <span class=\"path\"><span class=\"seg\">html</span>"),
+        "{command}"
+    );
+    // The quoted path breaks only after its slash.
+    assert!(command.contains("<span class=\"seg\">&#x27;logs/</span><wbr><span class=\"seg\">run a.ndjson&#x27;</span>"), "{command}");
+    // Passed, and not gated at all.
+    let mut passed = sample();
+    passed.gate.fail_on = Some(Severity::Critical);
+    passed.findings = passed.findings.to_vec()[1..].to_vec().into();
+    assert!(html_with(&passed, provenance()).contains("class=\"verdict passed\"><b>PASSED"));
+    let mut ungated = sample();
+    ungated.gate.fail_on = None;
+    assert!(html_with(&ungated, provenance()).contains("class=\"verdict\"><b>not gated"));
+    // A library call states neither command nor time.
+    let plain = render_to_string(&sample(), Format::Html);
+    assert!(!plain.contains("id=\"command\"") && !plain.contains("id=\"generated\""));
+}
+
+#[test]
+fn html_folds_timelines_and_keeps_identifiers_whole() {
+    let out = html_with(&long_ids(), provenance());
+    assert!(!out.contains("<details open"), "timelines start folded");
+    assert_eq!(out.matches("<details class=\"timeline\">").count(), 2);
+    assert!(out.contains("id=\"expand-all\"") && out.contains("id=\"collapse-all\""));
+    // Identifiers in nowrap spans; paths in segments with a break after
+    // each slash only.
+    assert!(out.contains(&format!("<span class=\"mono id\">{LONG_RULE}</span>")));
+    assert!(out.contains("<span class=\"id\">a1b2c3d4e5f60718</span>"));
+    assert!(out.contains(
+        "<span class=\"seg\">cluster-eu-west-1/</span><wbr><span class=\"seg\">runs/</span>"
+    ));
+    assert!(out.contains("<span class=\"seg\">planner-and-executor.ndjson:3</span>"));
+    assert!(out.contains(".id, .seg, .sev, .mono.at { white-space: nowrap; }"));
+    assert!(!out.contains("td.rule .mono { overflow-wrap: anywhere"));
+}
+
+#[test]
+fn cli_html_header_names_the_configuration_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("hvaudit.toml"),
+        "[audit]\nfail-on = \"critical\"\n\n[rules.\"token.rebound\"]\nenabled = false\n",
+    )
+    .unwrap();
+    let sample_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/incident");
+    let out = assert_cmd::Command::cargo_bin("hvaudit")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["audit", "-q", "--format", "html"])
+        .arg(&sample_dir)
+        .output()
+        .unwrap();
+    let html = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        html.contains("<dd id=\"configuration\">hvaudit.toml: <span class=\"id\">--fail-on,</span> 1 rule override(s)</dd>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<span class=\"id\">(--fail-on</span> critical)"),
+        "the verdict uses it"
+    );
+}
+
+#[test]
+fn cli_text_fits_the_terminal_it_is_written_to() {
+    // A terminal of 72 columns, through util-linux's `script` (a pty).
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_hvaudit"));
+    let sample_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/incident");
+    let line = format!(
+        "stty rows 40 cols 72; {} audit -q {}",
+        exe.display(),
+        sample_dir.display()
+    );
+    let out = std::process::Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env_remove("COLUMNS")
+        .output()
+        .expect("`script` (util-linux) runs the report in a terminal");
+    let text = String::from_utf8(out.stdout).unwrap().replace('\r', "");
+    assert!(text.contains("Summary"), "{text}");
+    assert_fits(&text, 72, "harmovela-0.2.ndjson");
+    assert!(
+        text.lines().any(|l| l.len() > 64),
+        "laid out to 72, not less"
+    );
+}
+
+#[test]
+fn cli_text_fits_columns_and_html_honours_source_date_epoch() {
+    let sample_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/incident");
+    let audit = |env: &[(&str, &str)], args: &[&str]| {
+        let mut cmd = assert_cmd::Command::cargo_bin("hvaudit").unwrap();
+        cmd.env_remove("COLUMNS").env_remove("SOURCE_DATE_EPOCH");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd
+            .args(["audit", "-q"])
+            .args(args)
+            .arg(&sample_dir)
+            .output()
+            .unwrap();
+        assert_ne!(
+            out.status.code(),
+            Some(2),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let piped = audit(&[], &[]);
+    let narrow = audit(&[("COLUMNS", "60")], &[]);
+    assert_ne!(piped, narrow);
+    assert_fits(&piped, 100, "harmovela-0.2.ndjson");
+    assert_fits(&narrow, 60, "harmovela-0.2.ndjson");
+    assert!(
+        narrow.lines().last().unwrap().starts_with("  "),
+        "the summary ends it"
+    );
+
+    let html = audit(
+        &[("SOURCE_DATE_EPOCH", "1700000000")],
+        &["--format", "html"],
+    );
+    assert!(
+        !html.contains("id=\"configuration\""),
+        "no configuration file here"
+    );
+    assert!(
+        html.contains("id=\"generated\">2023-11-14T22:13:20.000Z<"),
+        "time"
+    );
+    assert!(html.contains(
+        "<span class=\"seg\">--format</span></span> <span class=\"path\"><span class=\"seg\">html</span>"
+    ));
+    assert_eq!(
+        html,
+        audit(
+            &[("SOURCE_DATE_EPOCH", "1700000000")],
+            &["--format", "html"]
+        )
+    );
+}
+
 // One snapshot per format of the small sample (the 10 000-character
-// message stays out of the snapshots).
+// message stays out of the snapshots). The HTML one states a fixed
+// command and generation time (see `provenance`).
 macro_rules! snapshot_tests {
     ($($name:ident => $format:expr),* $(,)?) => {$(
         #[test]
@@ -712,7 +1062,11 @@ snapshot_tests! {
     snapshot_json => Format::Json,
     snapshot_jsonl => Format::Jsonl,
     snapshot_markdown => Format::Markdown,
-    snapshot_html => Format::Html,
     snapshot_sarif => Format::Sarif,
     snapshot_junit => Format::Junit,
+}
+
+#[test]
+fn snapshot_html() {
+    insta::assert_snapshot!(html_with(&sample(), provenance()));
 }

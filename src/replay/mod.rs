@@ -3,9 +3,11 @@
 //!
 //! The model is built with plain SQL over the registered tables (`query`),
 //! the findings come from running the audit on the same ingested data, and
-//! `render` writes it as text, JSON or one self-contained HTML page.
+//! `render` writes it as text, JSON, Markdown or one self-contained HTML
+//! page.
 
 mod build;
+mod markdown;
 mod query;
 mod render;
 mod state;

@@ -1,5 +1,5 @@
 //! Writing a `Replay` as text (terminal), JSON or one self-contained HTML
-//! page. Every log-derived string goes through `clean` (text) or minijinja's
+//! page (Markdown is in `markdown.rs`). Every log-derived string goes through `clean` (text) or minijinja's
 //! autoescaping (HTML), as in the audit report.
 
 use super::{BasisRef, EventKind, Replay, ReplayEvent, Role, TaskState};
@@ -17,6 +17,8 @@ pub enum ReplayFormat {
     Text,
     Json,
     Html,
+    /// Markdown, for a ticket or a pull request.
+    Markdown,
 }
 
 impl FromStr for ReplayFormat {
@@ -26,8 +28,9 @@ impl FromStr for ReplayFormat {
             "text" => Ok(ReplayFormat::Text),
             "json" => Ok(ReplayFormat::Json),
             "html" => Ok(ReplayFormat::Html),
+            "md" | "markdown" => Ok(ReplayFormat::Markdown),
             other => Err(format!(
-                "unknown replay format '{other}'; use one of text, json, html"
+                "unknown replay format '{other}'; use one of text, json, html, md"
             )),
         }
     }
@@ -42,12 +45,13 @@ pub fn render(replay: &Replay, format: ReplayFormat, out: &mut dyn Write) -> any
             out.write_all(b"\n")?;
         }
         ReplayFormat::Html => html(replay, out)?,
+        ReplayFormat::Markdown => super::markdown::render(replay, out)?,
     }
     out.flush()?;
     Ok(())
 }
 
-fn instant(t: Option<DateTime<Utc>>) -> String {
+pub(super) fn instant(t: Option<DateTime<Utc>>) -> String {
     t.as_ref().map_or_else(|| "-".to_string(), fmt_instant)
 }
 
@@ -58,7 +62,7 @@ fn opt(s: &Option<String>) -> String {
 }
 
 /// The finding labels `F1`, `F2`, ... of a list of indexes.
-fn labels(ids: &[usize]) -> String {
+pub(super) fn labels(ids: &[usize]) -> String {
     ids.iter()
         .map(|i| format!("F{}", i + 1))
         .collect::<Vec<_>>()
@@ -105,7 +109,7 @@ fn text(r: &Replay) -> String {
 const DRAWN_LEVELS: usize = 24;
 
 /// `├─ `/`└─ ` prefixes for the depth-first task list.
-fn tree_prefixes(tasks: &[TaskState]) -> Vec<String> {
+pub(super) fn tree_prefixes(tasks: &[TaskState]) -> Vec<String> {
     // Whether each row is the last of its siblings, from the end: `later[d]`
     // says the nearest following row at depth d or less is at depth d. (Depth
     // rises by one at most from row to row, so the resizes are linear.)
@@ -147,7 +151,7 @@ fn tree_prefixes(tasks: &[TaskState]) -> Vec<String> {
 }
 
 /// A task's state with its flags, e.g. `started, cancel requested`.
-fn state_label(t: &TaskState) -> String {
+pub(super) fn state_label(t: &TaskState) -> String {
     let mut s = clean(&t.state).into_owned();
     if t.cancel_requested {
         s.push_str(", cancel requested");
@@ -246,6 +250,11 @@ fn tokens_text(r: &Replay, o: &mut String) {
 /// What the timeline shows after the event type: delegation parties and
 /// token, checkpoint, interruption policy, conflicting version.
 fn detail(e: &ReplayEvent) -> String {
+    detail_parts(e).join(", ")
+}
+
+/// The parts of [`detail`], each kept on one line by the HTML page.
+pub(super) fn detail_parts(e: &ReplayEvent) -> Vec<String> {
     let mut d: Vec<String> = Vec::new();
     if e.delegated_by.is_some() || e.delegated_to.is_some() {
         d.push(format!(
@@ -266,10 +275,10 @@ fn detail(e: &ReplayEvent) -> String {
     if e.version != 1 {
         d.push(format!("conflicting version {}", e.version));
     }
-    d.join(", ")
+    d
 }
 
-fn basis_text(b: &BasisRef) -> String {
+pub(super) fn basis_text(b: &BasisRef) -> String {
     let via = match b.pos {
         Some(p) => format!("evidence[{p}]"),
         None => clean(&b.via).into_owned(),
@@ -410,7 +419,7 @@ fn html(r: &Replay, out: &mut dyn Write) -> anyhow::Result<()> {
     env.add_template(NAME, TEMPLATE)?;
     let prefixes: Vec<String> = tree_prefixes(&r.tasks);
     let states: Vec<String> = r.tasks.iter().map(state_label).collect();
-    let details: Vec<String> = r.timeline.iter().map(detail).collect();
+    let details: Vec<Vec<String>> = r.timeline.iter().map(detail_parts).collect();
     let basis: Vec<Vec<String>> = r
         .timeline
         .iter()

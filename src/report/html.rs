@@ -4,9 +4,9 @@
 
 mod charts;
 
-use super::clean;
 use super::json::{FindingJson, ReportJson};
-use crate::finding::Report;
+use super::{Provenance, clean};
+use crate::finding::{Report, fmt_instant};
 use crate::findings::Findings;
 use minijinja::value::{Enumerator, Object, ObjectRepr};
 use minijinja::{Environment, Value, context};
@@ -18,7 +18,11 @@ const TEMPLATE: &str = include_str!("report.html");
 /// The `.html` suffix turns minijinja's autoescaping on.
 const NAME: &str = "report.html";
 
-pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()> {
+pub(super) fn render(
+    report: &Report,
+    provenance: &Provenance,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let mut env = Environment::new();
     env.add_template(NAME, TEMPLATE)?;
     let counts = |v: Vec<(String, usize)>| -> Value {
@@ -72,6 +76,10 @@ pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()>
         rules => rules,
         verdict => clean(&super::verdict(report)),
         failed => report.failing() > 0,
+        gated => report.gate.fail_on.is_some(),
+        command => provenance.command.iter().map(|w| clean(w).into_owned()).collect::<Vec<_>>(),
+        configuration => provenance.configuration.as_deref().map(clean),
+        generated_at => provenance.generated_at.as_ref().map(fmt_instant),
         gate_notes => super::gate_notes(report).iter().map(|n| clean(n).into_owned()).collect::<Vec<_>>(),
     };
     env.get_template(NAME)?.render_captured_to(ctx, &mut *out)?;

@@ -247,7 +247,7 @@ fn instant(t: Option<DateTime<Utc>>) -> String {
 /// cells): HTML-escapes `<>&` so no tag renders, backslash-escapes the
 /// Markdown punctuation, turns line breaks into `<br>` and control
 /// characters into visible escapes.
-fn md(s: &str) -> String {
+pub(crate) fn md(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 8);
     for (n, line) in s.split('\n').enumerate() {
         if n > 0 {

@@ -1,13 +1,16 @@
 //! Report renderers, one a file. Every renderer reads the same `Report` and
 //! writes deterministic output: findings keep the report's order and every
-//! map is ordered, so two runs on the same input give identical bytes.
+//! map is ordered, so two runs on the same input give identical bytes. The
+//! one exception is the HTML header's generation time (`Provenance`), which
+//! `SOURCE_DATE_EPOCH` fixes.
 
 pub(crate) mod html;
 mod json;
 mod jsonl;
 mod junit;
-mod markdown;
+pub(crate) mod markdown;
 mod parquet;
+mod provenance;
 mod sarif;
 mod text;
 
@@ -16,7 +19,8 @@ use std::fmt;
 use std::io::Write;
 use std::str::FromStr;
 
-pub use text::{TextOptions, render_text};
+pub use provenance::{Provenance, command_line, generation_time};
+pub use text::{PIPED_WIDTH, TextOptions, render_text, terminal_width};
 
 /// The line that says some rejected lines are counted but not listed.
 fn unlisted_note(total: &crate::InputSummary) -> String {
@@ -98,10 +102,35 @@ pub fn render(report: &Report, format: Format, out: &mut dyn Write) -> anyhow::R
         Format::Json => json::render(report, out)?,
         Format::Jsonl => jsonl::render(report, out)?,
         Format::Markdown => markdown::render(report, out)?,
-        Format::Html => html::render(report, out)?,
+        Format::Html => html::render(report, &Provenance::default(), out)?,
         Format::Sarif => sarif::render(report, out)?,
         Format::Junit => junit::render(report, out)?,
         Format::Parquet => parquet::render(report, out)?,
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// What the command adds to a report: the text's width and color, the
+/// command line and generation time the HTML header states.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RenderOptions {
+    pub text: TextOptions,
+    pub provenance: Provenance,
+}
+
+/// As [`render`], with the command's options; formats they do not touch
+/// render as there.
+pub fn render_with(
+    report: &Report,
+    format: Format,
+    opts: &RenderOptions,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    match format {
+        Format::Text => render_text(report, &opts.text, out)?,
+        Format::Html => html::render(report, &opts.provenance, out)?,
+        _ => return render(report, format, out),
     }
     out.flush()?;
     Ok(())
