@@ -1,10 +1,10 @@
 //! The front door: configure an audit, run it, get a `Report`.
 
 use crate::engine::{self, EngineOptions, RuleSettings};
-use crate::finding::{InputSummary, Report, Span, TimeBucket};
-use crate::findings::Findings;
+use crate::finding_store::Findings;
 use crate::ingest::inputs::InputError;
 use crate::ingest::{IngestOptions, Ingested, ingest};
+use crate::report_model::{InputSummary, Report, Span, TimeBucket};
 use crate::rules::{
     self, Materialize,
     catalog::{Catalog, FileError},

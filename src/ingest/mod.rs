@@ -19,7 +19,7 @@ pub mod time;
 pub mod token;
 
 use crate::audit::TokenFormat;
-use crate::finding::InputSummary;
+use crate::report_model::InputSummary;
 use datafusion::arrow::array::{Int64Builder, StringBuilder};
 use datafusion::arrow::record_batch::RecordBatch;
 use inputs::{Format, Input, InputError, Skipped};

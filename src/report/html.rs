@@ -6,8 +6,8 @@ mod charts;
 
 use super::clean;
 use super::json::{FindingJson, ReportJson};
-use crate::finding::Report;
-use crate::findings::Findings;
+use crate::finding_store::Findings;
+use crate::report_model::Report;
 use minijinja::value::{Enumerator, Object, ObjectRepr};
 use minijinja::{Environment, Value, context};
 use std::collections::BTreeMap;

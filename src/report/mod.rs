@@ -10,7 +10,7 @@ mod markdown;
 mod sarif;
 mod text;
 
-use crate::finding::Report;
+use crate::report_model::Report;
 use std::fmt;
 use std::io::Write;
 use std::str::FromStr;

@@ -4,7 +4,7 @@ pub mod catalog;
 pub mod ev_table;
 pub mod reference;
 
-use crate::findings::{Compact, Findings, Interner, Place, Places, Row, RuleLabel};
+use crate::finding_store::{Compact, Findings, Interner, Place, Places, Row, RuleLabel};
 use catalog::Catalog;
 use chrono::{DateTime, Utc};
 use datafusion::arrow::array::{Array, AsArray, BooleanArray, ListArray, RecordBatch, StringArray};
