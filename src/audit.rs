@@ -4,6 +4,7 @@ use crate::engine::{self, EngineOptions, RuleSettings};
 use crate::finding_store::Findings;
 use crate::ingest::inputs::InputError;
 use crate::ingest::{IngestOptions, Ingested, ingest};
+use crate::options::{SpecMode, TokenFormat};
 use crate::report_model::{InputSummary, Report, Span, TimeBucket};
 use crate::rules::{
     self, Materialize,
@@ -15,28 +16,6 @@ use datafusion::arrow::datatypes::Int64Type;
 use datafusion::prelude::SessionContext;
 use std::path::PathBuf;
 use std::sync::Arc;
-
-/// Which runtime-semantics rules apply to tasks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum SpecMode {
-    /// Each task by the dialect of its first event.
-    #[default]
-    Auto,
-    /// AEP 0.1 child-first semantics for every task (early 0.2 runtimes).
-    V01,
-    /// Harmovela 0.2 parent-last semantics for every task.
-    V02,
-}
-
-/// How handoff tokens are encoded by the runtime that wrote the log.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum TokenFormat {
-    /// Never decoded (the spec forbids parsing opaque tokens).
-    #[default]
-    Opaque,
-    /// base64url JSON claims, alone or the middle of three '.'-joined parts.
-    Structured,
-}
 
 /// Everything an audit run needs to know.
 #[derive(Debug, Clone, Default)]

@@ -1,8 +1,8 @@
 //! Command-line definitions (clap derive) and their translation into
 //! library calls.
 
-use crate::audit::{SpecMode, TokenFormat};
 use crate::finding::Severity;
+use crate::options::{SpecMode, TokenFormat};
 use crate::report::Format;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;

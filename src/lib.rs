@@ -17,6 +17,7 @@ pub mod finding;
 pub mod finding_store;
 pub mod gate;
 pub mod ingest;
+pub mod options;
 pub mod output;
 pub mod progress;
 pub mod replay;

@@ -23,17 +23,12 @@ impl Drop for Ticker {
     }
 }
 
-/// Bytes ingested with throughput and ETA, from the total input size.
-pub fn ingest_bar(
-    quiet: bool,
-    inputs: &[crate::ingest::inputs::Input],
-    bytes: &Arc<AtomicU64>,
-) -> Option<Ticker> {
+/// Bytes ingested with throughput and ETA, from the inputs' total size
+/// (streams count 0: the bar then shows bytes and rate only).
+pub fn ingest_bar(quiet: bool, total: u64, bytes: &Arc<AtomicU64>) -> Option<Ticker> {
     if quiet || !std::io::stderr().is_terminal() {
         return None;
     }
-    // Streams have no size: the bar then shows bytes and rate only.
-    let total: u64 = inputs.iter().map(|i| i.bytes).sum();
     let bar = ProgressBar::new(total.max(1));
     bar.set_style(
         ProgressStyle::with_template(

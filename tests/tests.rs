@@ -13,6 +13,7 @@ mod fixtures_outcome;
 mod forced_plans;
 mod gate;
 mod ingest;
+mod module_graph;
 mod outputs;
 mod properties;
 mod replay;

@@ -193,7 +193,8 @@ pub fn load_found(
     }
     refuse_inputs(&outputs, &found)?;
     let mut bad_out = args.bad_lines.as_deref().map(Output::create).transpose()?;
-    let bar = crate::progress::ingest_bar(quiet, &found, &opts.progress);
+    let total = found.iter().map(|i| i.bytes).sum();
+    let bar = crate::progress::ingest_bar(quiet, total, &opts.progress);
     let ingested = ingest_inputs_into(&found, skipped, &opts, bad_out.as_mut().map(Output::writer))
         .map_err(|e| match e {
             IngestFailure::BadLinesOut(e) => {

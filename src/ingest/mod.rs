@@ -12,13 +12,14 @@ mod number_column;
 pub mod parquet;
 pub mod payload;
 pub mod payload_schema;
+mod raw_json;
 pub mod row;
 pub mod schema;
 mod text_column;
 pub mod time;
 pub mod token;
 
-use crate::audit::TokenFormat;
+use crate::options::TokenFormat;
 use crate::report_model::InputSummary;
 use datafusion::arrow::array::{Int64Builder, StringBuilder};
 use datafusion::arrow::record_batch::RecordBatch;
