@@ -362,11 +362,18 @@ async fn audit_session(
         until: cfg.until,
     };
     let run = rules::run(ctx, catalog, materialize, &bar, window).await;
-    let rule_errors = run.errors;
+    let mut rule_errors = run.errors;
     let findings = run.findings;
-    let unresolved_basis = count(ctx, "SELECT count(*) FROM unresolved_basis")
-        .await
-        .unwrap_or(0);
+    // A count that fails is reported beside the rules that failed (the
+    // run then fails too), not shown as none.
+    let unresolved_basis = match count(ctx, "SELECT count(*) FROM unresolved_basis").await {
+        Ok(n) => n,
+        Err(e) => {
+            let error = format!("counting the unresolved decision bases: {e}");
+            rule_errors.push(("unresolved_basis".into(), error));
+            0
+        }
+    };
     let span = span(ctx).await?;
     let timeline_buckets = buckets(ctx, &span, &findings).await?;
     Ok(Report {
@@ -434,11 +441,12 @@ async fn buckets(
 
 async fn count(ctx: &SessionContext, sql: &str) -> datafusion::error::Result<u64> {
     let batches = ctx.sql(sql).await?.collect().await?;
+    // count(*) is one row of one int64, whatever the table holds.
     let n = batches
-        .first()
-        .filter(|b| b.num_rows() > 0)
+        .iter()
+        .find(|b| b.num_rows() > 0)
         .map(|b| b.column(0).as_primitive::<Int64Type>().value(0))
-        .unwrap_or(0);
+        .expect("count(*) gives a row");
     Ok(n.max(0) as u64)
 }
 

@@ -226,6 +226,8 @@ pub fn ingest_inputs_into(
             for (n, (input_idx, input)) in ndjson_inputs.iter().enumerate() {
                 let file_idx = file_offset + n as u32;
                 let mut send = |c: ndjson::Chunk| {
+                    // Fails only once every worker has stopped, which only
+                    // a panic does: the scope then ends in that panic.
                     let _ = chunk_tx.send((order, c));
                     order += 1;
                 };
@@ -440,7 +442,7 @@ fn bad_lines_batch(bad: &[(&str, &BadLine)]) -> Option<RecordBatch> {
         id.append_option(b.id.as_deref());
         type_.append_option(b.type_.as_deref());
     }
-    RecordBatch::try_new(
+    let batch = RecordBatch::try_new(
         schema::BAD_LINES.clone(),
         vec![
             Arc::new(seq.finish()),
@@ -452,5 +454,6 @@ fn bad_lines_batch(bad: &[(&str, &BadLine)]) -> Option<RecordBatch> {
             Arc::new(type_.finish()),
         ],
     )
-    .ok()
+    .expect("the builders match the bad_lines schema: every required column has a value");
+    Some(batch)
 }
