@@ -1,10 +1,11 @@
 //! The front door: configure an audit, run it, get a `Report`.
 
 use crate::engine::{self, EngineOptions, RuleSettings};
-use crate::finding::{InputSummary, Report, Span, TimeBucket};
-use crate::findings::Findings;
+use crate::finding_store::Findings;
 use crate::ingest::inputs::InputError;
 use crate::ingest::{IngestOptions, Ingested, ingest};
+use crate::options::{SpecMode, TokenFormat};
+use crate::report_model::{InputSummary, Report, Span, TimeBucket};
 use crate::rules::{
     self, Materialize,
     catalog::{Catalog, FileError},
@@ -15,28 +16,6 @@ use datafusion::arrow::datatypes::Int64Type;
 use datafusion::prelude::SessionContext;
 use std::path::PathBuf;
 use std::sync::Arc;
-
-/// Which runtime-semantics rules apply to tasks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum SpecMode {
-    /// Each task by the dialect of its first event.
-    #[default]
-    Auto,
-    /// AEP 0.1 child-first semantics for every task (early 0.2 runtimes).
-    V01,
-    /// Harmovela 0.2 parent-last semantics for every task.
-    V02,
-}
-
-/// How handoff tokens are encoded by the runtime that wrote the log.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum TokenFormat {
-    /// Never decoded (the spec forbids parsing opaque tokens).
-    #[default]
-    Opaque,
-    /// base64url JSON claims, alone or the middle of three '.'-joined parts.
-    Structured,
-}
 
 /// Everything an audit run needs to know.
 #[derive(Debug, Clone, Default)]
@@ -404,11 +383,18 @@ async fn audit_session(
         until: cfg.until,
     };
     let run = rules::run(ctx, catalog, materialize, &bar, window).await;
-    let rule_errors = run.errors;
+    let mut rule_errors = run.errors;
     let findings = run.findings;
-    let unresolved_basis = count(ctx, "SELECT count(*) FROM unresolved_basis")
-        .await
-        .unwrap_or(0);
+    // A count that fails is reported beside the rules that failed (the
+    // run then fails too), not shown as none.
+    let unresolved_basis = match count(ctx, "SELECT count(*) FROM unresolved_basis").await {
+        Ok(n) => n,
+        Err(e) => {
+            let error = format!("counting the unresolved decision bases: {e}");
+            rule_errors.push(("unresolved_basis".into(), error));
+            0
+        }
+    };
     let span = span(ctx).await?;
     let timeline_buckets = buckets(ctx, &span, &findings).await?;
     Ok(Report {
@@ -476,11 +462,12 @@ async fn buckets(
 
 async fn count(ctx: &SessionContext, sql: &str) -> datafusion::error::Result<u64> {
     let batches = ctx.sql(sql).await?.collect().await?;
+    // count(*) is one row of one int64, whatever the table holds.
     let n = batches
-        .first()
-        .filter(|b| b.num_rows() > 0)
+        .iter()
+        .find(|b| b.num_rows() > 0)
         .map(|b| b.column(0).as_primitive::<Int64Type>().value(0))
-        .unwrap_or(0);
+        .expect("count(*) gives a row");
     Ok(n.max(0) as u64)
 }
 

@@ -1,8 +1,8 @@
 //! Command-line definitions (clap derive) and their translation into
 //! library calls.
 
-use crate::audit::{SpecMode, TokenFormat};
 use crate::finding::Severity;
+use crate::options::{SpecMode, TokenFormat};
 use crate::report::Format;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -552,9 +552,11 @@ pub fn parse_horizon(s: &str) -> Result<i64, String> {
     }
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: i64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration; use e.g. 5m or PT5M"))?;
+    if num.is_empty() {
+        return Err(format!("{s:?} is not a duration; use e.g. 5m or PT5M"));
+    }
+    // All digits: only too many of them fail to parse, longer than any log.
+    let n: i64 = num.parse().unwrap_or(i64::MAX);
     let ms = match unit {
         "ms" => 1,
         "s" | "" => 1000,
@@ -617,6 +619,16 @@ mod tests {
             .is_err()
         );
         assert_eq!(cluster_timeout(None).as_secs(), 30 * 60);
+    }
+
+    #[test]
+    fn horizons_past_i64_milliseconds_are_the_longest_one() {
+        assert_eq!(parse_horizon("9999999999999999d"), Ok(i64::MAX));
+        assert_eq!(parse_horizon("99999999999999999999999s"), Ok(i64::MAX));
+        assert_eq!(parse_horizon("P99999999999999D"), Ok(i64::MAX));
+        assert_eq!(parse_horizon("90s"), Ok(90_000));
+        assert!(parse_horizon("d").is_err());
+        assert!(parse_horizon("-5m").is_err());
     }
 
     #[test]

@@ -3,9 +3,9 @@
 //! SQL, extra settings from `HVAUDIT_SESSION_SETTINGS`, and the join-key
 //! casts that let every join strategy run on the category columns.
 
-use crate::audit::{SpecMode, TokenFormat};
 use crate::ingest::Ingested;
 use crate::ingest::schema::{BAD_LINES, EVENTS, EVIDENCE};
+use crate::options::{SpecMode, TokenFormat};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::ScalarValue;

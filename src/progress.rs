@@ -23,20 +23,14 @@ impl Drop for Ticker {
     }
 }
 
-/// Bytes ingested with throughput and ETA, from the total input size
-/// (local files and objects alike), under the phase's name: `reading`, or
-/// `reading, spilling rows` when the rows go to disk as they are read.
-pub fn ingest_bar(
-    quiet: bool,
-    phase: &str,
-    inputs: &[crate::ingest::inputs::Input],
-    bytes: &Arc<AtomicU64>,
-) -> Option<Ticker> {
+/// Bytes ingested with throughput and ETA, from the inputs' total size
+/// (local files and objects alike; streams count 0: the bar then shows
+/// bytes and rate only), under the phase's name: `reading`, or `reading,
+/// spilling rows` when the rows go to disk as they are read.
+pub fn ingest_bar(quiet: bool, phase: &str, total: u64, bytes: &Arc<AtomicU64>) -> Option<Ticker> {
     if quiet || !std::io::stderr().is_terminal() {
         return None;
     }
-    // Streams have no size: the bar then shows bytes and rate only.
-    let total: u64 = inputs.iter().map(|i| i.bytes).sum();
     let bar = ProgressBar::new(total.max(1));
     bar.set_style(
         ProgressStyle::with_template(&format!(

@@ -6,8 +6,9 @@
 
 use crate::ingest::{ev, query, upstream};
 use assert_cmd::Command;
-use hvaudit::audit::{AuditConfig, TokenFormat, run_audit};
+use hvaudit::audit::{AuditConfig, run_audit};
 use hvaudit::ingest::{IngestOptions, Ingested, ingest};
+use hvaudit::options::TokenFormat;
 use hvaudit::report::{Format, render};
 use serde_json::{Value, json};
 use std::io::Write;

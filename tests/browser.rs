@@ -419,7 +419,8 @@ fn replayed() -> &'static PathBuf {
                 .ok()
                 .map(|t| t.to_utc()),
         };
-        let r = replay(&cfg, &ingested, &request).expect("the replay builds");
+        let r = replay(&cfg, hvaudit::replay::Tables::Loaded(&ingested), &request)
+            .expect("the replay builds");
         let page = artifacts().join("replay.html");
         let mut out = Vec::new();
         hvaudit::replay::render(&r, ReplayFormat::Html, &mut out).unwrap();

@@ -110,3 +110,25 @@ fn bad_lines_file_gets_the_rejected_lines_verbatim() {
         "garbage one\n{\"a\":1}\n"
     );
 }
+
+#[test]
+fn a_rules_at_once_that_is_not_a_count_is_named_on_stderr() {
+    let fx = upstream("harmovela-0.2/fixtures/task-lifecycle.ndjson");
+    hvaudit()
+        .env("HVAUDIT_RULES_AT_ONCE", "three")
+        .args([
+            "--no-config",
+            "audit",
+            "-q",
+            "--fail-on",
+            "none",
+            "--format",
+            "json",
+        ])
+        .arg(&fx)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "HVAUDIT_RULES_AT_ONCE=\"three\" is not a count above 0",
+        ));
+}

@@ -2,13 +2,11 @@
 //! hostile strings, checked for escaping, shape and determinism.
 
 use chrono::{DateTime, TimeZone, Utc};
-use hvaudit::finding::{
-    BaselineState, BaselineUsed, EntryUse, Gate, Span, Suppression, SuppressionsUsed, TimeBucket,
-    TimelineEntry,
-};
+use hvaudit::finding::{BaselineState, Suppression, TimelineEntry};
 use hvaudit::report::{
     Format, Provenance, RenderOptions, TextOptions, render, render_text, render_with,
 };
+use hvaudit::report_model::{BaselineUsed, EntryUse, Gate, Span, SuppressionsUsed, TimeBucket};
 use hvaudit::{Finding, InputSummary, Location, Report, RuleMeta, Severity};
 use serde_json::Value;
 

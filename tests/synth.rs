@@ -3,7 +3,8 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::DateTime;
-use hvaudit::audit::{AuditConfig, TokenFormat, run_audit};
+use hvaudit::audit::{AuditConfig, run_audit};
+use hvaudit::options::TokenFormat;
 use hvaudit::synth::{SynthOptions, SynthStats, generate};
 use serde_json::Value;
 use std::collections::{BTreeSet, HashSet};

@@ -14,6 +14,7 @@ mod fixtures_outcome;
 mod forced_plans;
 mod gate;
 mod ingest;
+mod module_graph;
 mod object_storage;
 mod outputs;
 mod properties;

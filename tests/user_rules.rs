@@ -176,3 +176,25 @@ fn a_helper_called_with_the_wrong_arguments_is_reported_with_its_file_and_line()
         "{said}"
     );
 }
+
+#[test]
+fn a_summary_count_that_cannot_be_taken_is_reported_not_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    // The view the report's count of unresolved decision bases reads,
+    // replaced by one that cannot be built.
+    write(
+        dir.path(),
+        "views/99_unresolved_basis.sql",
+        "SELECT * FROM no_such_table",
+    );
+    let report = audit_lines(&log(), |c| c.rules_dir = Some(dir.path().to_path_buf()));
+    let count = report
+        .rule_errors
+        .iter()
+        .find(|(what, _)| what == "unresolved_basis");
+    assert!(
+        count.is_some_and(|(_, e)| e.contains("counting the unresolved decision bases")),
+        "{:?}",
+        report.rule_errors
+    );
+}

@@ -2,8 +2,8 @@
 //! Both token formats, so structured-token decoding runs on every row.
 #![no_main]
 
-use hvaudit::audit::TokenFormat;
 use hvaudit::ingest::normalize::{NormalizeOptions, parse_line};
+use hvaudit::options::TokenFormat;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -200,7 +200,8 @@ pub fn load_found(
     } else {
         "reading"
     };
-    let bar = crate::progress::ingest_bar(quiet, phase, &found, &opts.progress);
+    let total = found.iter().map(|i| i.bytes).sum();
+    let bar = crate::progress::ingest_bar(quiet, phase, total, &opts.progress);
     let ingested = ingest_inputs_into(&found, skipped, &opts, bad_out.as_mut().map(Output::writer))
         .map_err(|e| match e {
             IngestFailure::BadLinesOut(e) => {

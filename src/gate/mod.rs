@@ -5,8 +5,9 @@
 pub mod baseline;
 pub mod suppressions;
 
-use crate::finding::{BaselineState, BaselineUsed, Report, Severity, SuppressionsUsed};
-use crate::findings::Mark;
+use crate::finding::{BaselineState, Severity};
+use crate::finding_store::Mark;
+use crate::report_model::{BaselineUsed, Report, SuppressionsUsed};
 use baseline::Baseline;
 use chrono::NaiveDate;
 use suppressions::Suppressions;
@@ -109,8 +110,8 @@ pub fn apply(report: &mut Report, opts: GateOptions) {
 pub fn stale_entries(
     report: &Report,
 ) -> (
-    Vec<&crate::finding::EntryUse>,
-    Vec<&crate::finding::EntryUse>,
+    Vec<&crate::report_model::EntryUse>,
+    Vec<&crate::report_model::EntryUse>,
 ) {
     let Some(s) = &report.gate.suppressions else {
         return (Vec::new(), Vec::new());

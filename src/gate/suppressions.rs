@@ -13,8 +13,9 @@
 //! reason = "legacy agents reuse tokens until their migration"
 //! ```
 
-use crate::finding::{EntryUse, Finding, Suppression};
+use crate::finding::{Finding, Suppression};
 use crate::ingest::inputs::shown_path;
+use crate::report_model::EntryUse;
 use chrono::NaiveDate;
 use serde::Deserialize;
 use std::path::Path;

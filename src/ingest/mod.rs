@@ -12,6 +12,7 @@ mod number_column;
 pub mod parquet;
 pub mod payload;
 pub mod payload_schema;
+mod raw_json;
 pub mod remote;
 pub mod row;
 pub mod schema;
@@ -19,8 +20,8 @@ mod text_column;
 pub mod time;
 pub mod token;
 
-use crate::audit::TokenFormat;
-use crate::finding::InputSummary;
+use crate::options::TokenFormat;
+use crate::report_model::InputSummary;
 use datafusion::arrow::array::{Int64Builder, StringBuilder};
 use datafusion::arrow::record_batch::RecordBatch;
 use inputs::{Format, Input, InputError, Skipped};
@@ -238,6 +239,8 @@ pub fn ingest_inputs_into(
             for (n, (input_idx, input)) in ndjson_inputs.iter().enumerate() {
                 let file_idx = file_offset + n as u32;
                 let mut send = |c: ndjson::Chunk| {
+                    // Fails only once every worker has stopped, which only
+                    // a panic does: the scope then ends in that panic.
                     let _ = chunk_tx.send((order, c));
                     order += 1;
                 };
@@ -452,7 +455,7 @@ fn bad_lines_batch(bad: &[(&str, &BadLine)]) -> Option<RecordBatch> {
         id.append_option(b.id.as_deref());
         type_.append_option(b.type_.as_deref());
     }
-    RecordBatch::try_new(
+    let batch = RecordBatch::try_new(
         schema::BAD_LINES.clone(),
         vec![
             Arc::new(seq.finish()),
@@ -464,5 +467,6 @@ fn bad_lines_batch(bad: &[(&str, &BadLine)]) -> Option<RecordBatch> {
             Arc::new(type_.finish()),
         ],
     )
-    .ok()
+    .expect("the builders match the bad_lines schema: every required column has a value");
+    Some(batch)
 }

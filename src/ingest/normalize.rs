@@ -4,10 +4,11 @@
 //! JSON slices); each known member is then typed on its own, so a mis-typed
 //! field is named in the rejection, and unknown members are kept in `extra`.
 
+use super::raw_json::{json_integer, unescaped};
 use super::row::Row;
 use super::time::{add_ms, parse_duration_ms, parse_instant_us};
 use super::{members, payload_schema, token};
-use crate::audit::TokenFormat;
+use crate::options::TokenFormat;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
@@ -95,12 +96,11 @@ pub fn parse_line<'a>(
     if let Err(reason) = result {
         return Err(rejected(reason));
     }
-    let row = match b.finish(seq, src_line, extra, opts) {
-        Ok(row) => row,
-        Err(reason) => return Err(rejected(reason)),
-    };
-    let id_hash = xxhash_rust::xxh3::xxh3_128(row.id.as_bytes());
-    take(&row);
+    if let Err(reason) = b.finish(seq, src_line, extra, opts) {
+        return Err(rejected(reason));
+    }
+    let id_hash = xxhash_rust::xxh3::xxh3_128(b.row.id.as_bytes());
+    take(&b.row);
     Ok(Parsed {
         id_hash,
         content_hash,
@@ -117,16 +117,16 @@ fn strip_position(msg: &str) -> String {
     msg.replace(" at line 1 column ", " at column ")
 }
 
-/// Members of the envelope as read, before they are checked together.
+/// A row as its members are read, before they are checked together.
 #[derive(Default)]
 struct RowBuilder<'a> {
+    /// Envelope strings copied as written go straight to their column
+    /// (`Row::envelope_string`); the others wait in `strs` to be parsed.
+    row: Row<'a>,
     strs: [Option<Cow<'a, str>>; STRING_MEMBERS.len()],
     payload: Option<&'a str>,
     delivery: Option<&'a str>,
     evidence_chain: Option<&'a str>,
-    confidence: Option<f64>,
-    attestation_count: Option<f64>,
-    expires_at_null: bool,
 }
 
 /// The index of a string member named by a literal, found at compile time.
@@ -144,7 +144,7 @@ const fn member_at(name: &str) -> usize {
         }
         at += 1;
     }
-    panic!("not a string member of the envelope")
+    panic!("not a parsed string member of the envelope")
 }
 
 const fn bytes_equal(a: &[u8], b: &[u8]) -> bool {
@@ -161,8 +161,10 @@ const fn bytes_equal(a: &[u8], b: &[u8]) -> bool {
     true
 }
 
-/// The envelope's string members, as one list: the array a row holds them
-/// by (index) and the match that finds a key read from a line.
+/// The envelope's string members that are parsed on their way to a column
+/// (required, instants, the parent link), as one list: the array a row
+/// builder holds them by (index) and the match that finds a key read from a
+/// line.
 macro_rules! string_members {
     ($($name:literal),* $(,)?) => {
         const STRING_MEMBERS: [&str; [$($name),*].len()] = [$($name),*];
@@ -179,38 +181,39 @@ macro_rules! string_members {
 }
 
 string_members!(
-    "spec_version",
-    "aep_version",
     "id",
     "type",
     "source",
-    "target",
-    "topic",
-    "session_id",
-    "conversation_id",
-    "task_id",
     "parent_task_id",
-    "correlation_id",
-    "causation_id",
     "created_at",
     "expires_at",
-    "payload_schema",
-    "belief_status",
-    "belief_scope",
     "valid_from",
     "valid_until",
-    "stale_after",
-    "refresh_hint",
-    "delegated_by",
-    "delegated_to",
-    "handoff_token",
-    "checkpoint_id",
     "checkpoint_at",
-    "interruption_policy",
-    "compensation_id",
-    "source_trust",
-    "data_provenance",
 );
+
+/// `belief_status` values (the envelope schema's enum).
+pub const BELIEF_STATUS: [&str; 5] = [
+    "asserted",
+    "retracted",
+    "revised",
+    "contradicted",
+    "unknown",
+];
+/// `belief_scope` values.
+pub const BELIEF_SCOPE: [&str; 5] = [
+    "fact",
+    "inference",
+    "observation",
+    "preference",
+    "hypothesis",
+];
+/// `interruption_policy` values.
+pub const INTERRUPTION_POLICY: [&str; 3] = ["save_and_stop", "drain_then_stop", "force_stop"];
+/// `source_trust` values.
+pub const SOURCE_TRUST: [&str; 4] = ["verified", "attested", "unverified", "signed"];
+/// `delivery.mode` values.
+pub const DELIVERY_MODE: [&str; 3] = ["best_effort", "at_least_once", "replayable"];
 
 impl<'a> RowBuilder<'a> {
     /// Take one member; Ok(false) when it is not an envelope field.
@@ -219,31 +222,39 @@ impl<'a> RowBuilder<'a> {
             "payload" => self.payload = Some(raw),
             "delivery" => self.delivery = (raw != "null").then_some(raw),
             "evidence_chain" => self.evidence_chain = (raw != "null").then_some(raw),
-            "confidence" => self.confidence = number(key, raw)?,
-            "attestation_count" => self.attestation_count = count(key, raw)?,
-            "expires_at" if raw == "null" => self.expires_at_null = true,
-            _ => match string_member(key) {
-                Some(at) => self.strs[at] = string(STRING_MEMBERS[at], raw)?,
-                None => return Ok(false),
-            },
+            "confidence" => self.row.confidence = number(key, raw)?,
+            "attestation_count" => self.row.attestation_count = count(key, raw)?,
+            _ => {
+                if let Some((name, field)) = self.row.envelope_string(key) {
+                    *field = string(name, raw)?;
+                } else if let Some(at) = string_member(key) {
+                    self.strs[at] = string(STRING_MEMBERS[at], raw)?;
+                } else {
+                    return Ok(false);
+                }
+            }
         }
         Ok(true)
     }
 
-    fn take(&mut self, at: usize) -> Option<Cow<'a, str>> {
-        self.strs[at].take()
-    }
-
+    /// Check the members together and fill in the rest of `self.row`.
     fn finish(
         &mut self,
         seq: i64,
         src_line: i64,
         extra: Vec<(&Cow<'a, str>, &'a str)>,
         opts: NormalizeOptions,
-    ) -> Result<Row<'a>, String> {
-        let spec_version = self.take(member!("spec_version"));
-        let aep_version = self.take(member!("aep_version"));
-        let dialect = match (&spec_version, &aep_version) {
+    ) -> Result<(), String> {
+        let RowBuilder {
+            row,
+            strs,
+            payload,
+            delivery,
+            evidence_chain,
+        } = self;
+        row.seq = seq;
+        row.src_line = src_line;
+        row.dialect = match (&row.spec_version, &row.aep_version) {
             (Some(v), _) if v.starts_with("0.1") => "0.1",
             (Some(_), _) => "0.2",
             (None, Some(_)) => "0.1",
@@ -252,238 +263,183 @@ impl<'a> RowBuilder<'a> {
             }
         };
         for (name, v) in [
-            ("spec_version", &spec_version),
-            ("aep_version", &aep_version),
+            ("spec_version", &row.spec_version),
+            ("aep_version", &row.aep_version),
         ] {
             if v.as_deref() == Some("") {
                 return Err(format!("required field {name} is empty"));
             }
         }
-        let mut required = |at: usize| -> Result<Cow<'a, str>, String> {
-            let name = STRING_MEMBERS[at];
-            match self.take(at) {
-                Some(s) if !s.is_empty() => Ok(s),
-                Some(_) => Err(format!("required field {name} is empty")),
-                None => Err(format!("missing required field {name}")),
-            }
-        };
-        let id = required(member!("id"))?;
-        let type_ = required(member!("type"))?;
-        let source = required(member!("source"))?;
-        let created_at = required(member!("created_at"))?;
-        let payload = self.payload.ok_or("missing required field payload")?;
-        if !valid_type(&type_) {
+        row.id = required(strs, member!("id"))?;
+        row.type_ = required(strs, member!("type"))?;
+        row.source = required(strs, member!("source"))?;
+        let created_at = required(strs, member!("created_at"))?;
+        let payload = payload.ok_or("missing required field payload")?;
+        if !valid_type(&row.type_) {
             return Err(format!(
-                "field type {type_:?} does not match ^[a-z][a-z0-9]*(\\.[a-z][a-z0-9_]*)+$"
+                "field type {:?} does not match ^[a-z][a-z0-9]*(\\.[a-z][a-z0-9_]*)+$",
+                row.type_
             ));
         }
-        let created_us = instant("created_at", &created_at)?;
-        let expires_us = self.instant(member!("expires_at"))?;
-        let valid_from_us = self.instant(member!("valid_from"))?;
-        let valid_until_us = self.instant(member!("valid_until"))?;
-        let checkpoint_at_us = self.instant(member!("checkpoint_at"))?;
-        self.check_enum(
-            member!("belief_status"),
-            &[
-                "asserted",
-                "retracted",
-                "revised",
-                "contradicted",
-                "unknown",
-            ],
+        row.created_at_us = instant("created_at", &created_at)?;
+        row.expires_us = optional_instant(strs, member!("expires_at"))?;
+        row.valid_from_us = optional_instant(strs, member!("valid_from"))?;
+        row.valid_until_us = optional_instant(strs, member!("valid_until"))?;
+        row.checkpoint_at_us = optional_instant(strs, member!("checkpoint_at"))?;
+        check_enum("belief_status", &row.belief_status, &BELIEF_STATUS)?;
+        check_enum("belief_scope", &row.belief_scope, &BELIEF_SCOPE)?;
+        check_enum(
+            "interruption_policy",
+            &row.interruption_policy,
+            &INTERRUPTION_POLICY,
         )?;
-        self.check_enum(
-            member!("belief_scope"),
-            &[
-                "fact",
-                "inference",
-                "observation",
-                "preference",
-                "hypothesis",
-            ],
-        )?;
-        self.check_enum(
-            member!("interruption_policy"),
-            &["save_and_stop", "drain_then_stop", "force_stop"],
-        )?;
-        self.check_enum(
-            member!("source_trust"),
-            &["verified", "attested", "unverified", "signed"],
-        )?;
-        if let Some(c) = self.confidence
+        check_enum("source_trust", &row.source_trust, &SOURCE_TRUST)?;
+        if let Some(c) = row.confidence
             && !(0.0..=1.0).contains(&c)
         {
             return Err(format!("field confidence {c} is outside 0..1"));
         }
-        if let Some(c) = self.attestation_count
+        if let Some(c) = row.attestation_count
             && c < 0.0
         {
             return Err(format!("field attestation_count {c} is negative"));
         }
-        if self.take_ref(member!("handoff_token")) == Some("") {
+        if row.handoff_token.as_deref() == Some("") {
             return Err("field handoff_token is empty".into());
         }
-        let stale_after = self.take(member!("stale_after"));
-        let stale_after_ms = match &stale_after {
+        row.stale_after_ms = match &row.stale_after {
             Some(s) => Some(parse_duration_ms(s).map_err(|e| format!("field stale_after: {e}"))?),
             None => None,
         };
-        let stale_at_us = match (valid_until_us, stale_after_ms) {
-            (Some(u), Some(ms)) => Some(u.min(add_ms(created_us, ms))),
+        row.stale_at_us = match (row.valid_until_us, row.stale_after_ms) {
+            (Some(u), Some(ms)) => Some(u.min(add_ms(row.created_at_us, ms))),
             (Some(u), None) => Some(u),
-            (None, Some(ms)) => Some(add_ms(created_us, ms)),
+            (None, Some(ms)) => Some(add_ms(row.created_at_us, ms)),
             (None, None) => None,
         };
-        let delivery = match self.delivery {
-            Some(d) => Some(parse_delivery(d)?),
-            None => None,
-        };
-        let evidence_len = match self.evidence_chain {
+        if let Some(d) = *delivery {
+            (
+                row.delivery_mode,
+                row.delivery_sequence,
+                row.delivery_cursor,
+            ) = parse_delivery(d)?;
+        }
+        row.evidence_len = match *evidence_chain {
             Some(e) => Some(check_evidence(e)?),
             None => None,
         };
-        let fields = super::payload::extract(payload, &type_)?;
-        let payload_error = payload_schema::check(&type_, payload).or_else(|| {
+        let fields = super::payload::extract(payload, &row.type_)?;
+        let payload_error = payload_schema::check(&row.type_, payload).or_else(|| {
             // The validator reads numbers as f64, so 5000.000000000000000001
             // passes as an integer; the column (exact) has no value for it.
             // Say so rather than leave the request silently without a
             // deadline. (interruption.requested is the type whose payload
             // schema defines the field.)
             let raw = fields.grace_period_unread?;
-            (type_ == "interruption.requested").then(|| {
+            (row.type_ == "interruption.requested").then(|| {
                 format!(
                     "/payload/grace_period_ms: {} is not an integer >= 0",
                     clip(raw, 40)
                 )
             })
         });
+        row.payload_error = payload_error.map(Cow::Owned);
 
-        let handoff_token = self.take(member!("handoff_token"));
-        let (token_structured, token_error, token) = match (&handoff_token, opts.token_format) {
-            (Some(t), TokenFormat::Structured) => match token::decode(t) {
-                Ok(c) => (Some(true), None, Some(c)),
-                Err(e) => (Some(false), Some(e), None),
-            },
-            _ => (None, None, None),
-        };
-        let env_parent_task_id = self.take(member!("parent_task_id"));
-        let parent_task_id = env_parent_task_id
+        if let (Some(t), TokenFormat::Structured) = (&row.handoff_token, opts.token_format) {
+            match token::decode(t) {
+                Ok(c) => {
+                    row.token_structured = Some(true);
+                    row.token_iss = c.iss.map(Cow::Owned);
+                    row.token_sub = c.sub.map(Cow::Owned);
+                    row.token_task_id = c.task_id.map(Cow::Owned);
+                    row.token_parent_task_id = c.parent_task_id.map(Cow::Owned);
+                    row.token_iat_us = c.iat_us;
+                    row.token_exp_us = c.exp_us;
+                    row.token_jti = c.jti.map(Cow::Owned);
+                }
+                Err(e) => {
+                    row.token_structured = Some(false);
+                    row.token_error = Some(Cow::Owned(e));
+                }
+            }
+        }
+        row.env_parent_task_id = strs[member!("parent_task_id")].take();
+        row.parent_task_id = row
+            .env_parent_task_id
             .clone()
             .or_else(|| fields.parent_task_id.clone());
-        let extra = (!extra.is_empty()).then(|| {
-            let mut sorted = extra;
-            sorted.sort_by(|a, b| a.0.cmp(b.0));
-            let mut out = String::from("{");
-            for (i, (k, v)) in sorted.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&serde_json::to_string(k.as_ref()).unwrap_or_default());
-                out.push(':');
-                out.push_str(v);
-            }
-            out.push('}');
-            out
-        });
-        let (delivery_mode, delivery_sequence, delivery_cursor) = delivery.unwrap_or_default();
-        Ok(Row {
-            seq,
-            src_line,
-            dialect,
-            spec_version,
-            aep_version,
-            id,
-            type_,
-            source,
-            target: self.take(member!("target")),
-            topic: self.take(member!("topic")),
-            session_id: self.take(member!("session_id")),
-            conversation_id: self.take(member!("conversation_id")),
-            task_id: self.take(member!("task_id")),
-            parent_task_id,
-            env_parent_task_id,
-            correlation_id: self.take(member!("correlation_id")),
-            causation_id: self.take(member!("causation_id")),
-            created_us,
-            expires_us,
-            delivery_mode,
-            delivery_sequence,
-            delivery_cursor,
-            payload_schema: self.take(member!("payload_schema")),
-            belief_status: self.take(member!("belief_status")),
-            belief_scope: self.take(member!("belief_scope")),
-            confidence: self.confidence,
-            valid_from_us,
-            valid_until_us,
-            stale_after,
-            stale_after_ms,
-            stale_at_us,
-            refresh_hint: self.take(member!("refresh_hint")),
-            delegated_by: self.take(member!("delegated_by")),
-            delegated_to: self.take(member!("delegated_to")),
-            handoff_token,
-            checkpoint_id: self.take(member!("checkpoint_id")),
-            checkpoint_at_us,
-            interruption_policy: self.take(member!("interruption_policy")),
-            compensation_id: self.take(member!("compensation_id")),
-            source_trust: self.take(member!("source_trust")),
-            attestation_count: self.attestation_count,
-            data_provenance: self.take(member!("data_provenance")),
-            evidence_len,
-            token_structured,
-            token_error,
-            token,
-            p_task_id: fields.task_id,
-            p_parent_task_id: fields.parent_task_id,
-            grace_period_ms: fields.grace_period_ms,
-            error_code: fields.error_code,
-            fact_id: fields.fact_id,
-            original_event_id: fields.original_event_id,
-            p_checkpoint_id: fields.checkpoint_id,
-            filter_types: fields.filter_types,
-            filter_source: fields.filter_source,
-            filter_target: fields.filter_target,
-            filter_topic: fields.filter_topic,
-            payload_error,
-            payload: Cow::Borrowed(payload),
-            delivery: self.delivery.map(Cow::Borrowed),
-            evidence_chain: self.evidence_chain.map(Cow::Borrowed),
-            extra,
-        })
+        row.extra = (!extra.is_empty()).then(|| Cow::Owned(extra_object(extra)));
+        row.p_task_id = fields.task_id;
+        row.p_parent_task_id = fields.parent_task_id;
+        row.grace_period_ms = fields.grace_period_ms;
+        row.error_code = fields.error_code;
+        row.fact_id = fields.fact_id;
+        row.original_event_id = fields.original_event_id;
+        row.p_checkpoint_id = fields.checkpoint_id;
+        row.filter_types = fields.filter_types;
+        row.filter_source = fields.filter_source;
+        row.filter_target = fields.filter_target;
+        row.filter_topic = fields.filter_topic;
+        row.payload = Cow::Borrowed(payload);
+        row.delivery = delivery.map(Cow::Borrowed);
+        row.evidence_chain = evidence_chain.map(Cow::Borrowed);
+        Ok(())
     }
+}
 
-    fn take_ref(&self, at: usize) -> Option<&str> {
-        self.strs[at].as_deref()
+/// A required string member, taken from `strs`.
+fn required<'a>(
+    strs: &mut [Option<Cow<'a, str>>; STRING_MEMBERS.len()],
+    at: usize,
+) -> Result<Cow<'a, str>, String> {
+    let name = STRING_MEMBERS[at];
+    match strs[at].take() {
+        Some(s) if !s.is_empty() => Ok(s),
+        Some(_) => Err(format!("required field {name} is empty")),
+        None => Err(format!("missing required field {name}")),
     }
+}
 
-    fn instant(&mut self, at: usize) -> Result<Option<i64>, String> {
-        match self.take(at) {
-            Some(s) => instant(STRING_MEMBERS[at], &s).map(Some),
-            None => Ok(None),
+/// An optional instant member, taken from `strs`.
+fn optional_instant(
+    strs: &mut [Option<Cow<'_, str>>; STRING_MEMBERS.len()],
+    at: usize,
+) -> Result<Option<i64>, String> {
+    match strs[at].take() {
+        Some(s) => instant(STRING_MEMBERS[at], &s).map(Some),
+        None => Ok(None),
+    }
+}
+
+fn check_enum(name: &str, value: &Option<Cow<'_, str>>, allowed: &[&str]) -> Result<(), String> {
+    match value.as_deref() {
+        Some(v) if !allowed.contains(&v) => Err(format!(
+            "field {name} {v:?} is not one of {}",
+            allowed.join(", ")
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The unknown top-level members as one JSON object, sorted by key.
+fn extra_object(mut members: Vec<(&Cow<'_, str>, &str)>) -> String {
+    members.sort_by(|a, b| a.0.cmp(b.0));
+    let mut out = String::from("{");
+    for (i, (k, v)) in members.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
         }
+        // A key is text: it always has a JSON form.
+        out.push_str(&serde_json::to_string(k.as_ref()).expect("a string serializes"));
+        out.push(':');
+        out.push_str(v);
     }
-
-    fn check_enum(&self, at: usize, allowed: &[&str]) -> Result<(), String> {
-        let name = STRING_MEMBERS[at];
-        match self.take_ref(at) {
-            Some(v) if !allowed.contains(&v) => Err(format!(
-                "field {name} {v:?} is not one of {}",
-                allowed.join(", ")
-            )),
-            _ => Ok(()),
-        }
-    }
+    out.push('}');
+    out
 }
 
 fn instant(name: &str, text: &str) -> Result<i64, String> {
     parse_instant_us(text).map_err(|e| format!("field {name} {text:?}: {e}"))
-}
-
-/// The text of a JSON string literal without escapes: it borrows straight
-/// from the line, with no decoding (the common case, checked by memchr).
-pub(super) fn unescaped(raw: &str) -> Option<&str> {
-    (raw.len() >= 2 && raw.starts_with('"') && memchr::memchr(b'\\', raw.as_bytes()).is_none())
-        .then(|| &raw[1..raw.len() - 1])
 }
 
 /// A string member; JSON null counts as absent.
@@ -512,80 +468,6 @@ fn count(name: &str, raw: &str) -> Result<Option<f64>, String> {
         Err(_) if kind(raw) == "a number" && !raw.starts_with('-') => Ok(Some(f64::MAX)),
         other => other,
     }
-}
-
-/// The value of a JSON number that is an integer in JSON Schema's sense
-/// (`5000`, `5000.0`, `5e3`, `-0`, `1e400`), saturated at the ends of i64;
-/// None for anything else (a fraction such as `0.5` or `5e-1`, a string,
-/// ...). Exact: read from the digits, never through a float.
-pub(super) fn json_integer(raw: &str) -> Option<i64> {
-    let b = raw.as_bytes();
-    let (negative, b) = match b.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, b),
-    };
-    let digits = |s: &[u8]| s.iter().take_while(|c| c.is_ascii_digit()).count();
-    let n = digits(b);
-    let (int, mut rest) = b.split_at(n);
-    let mut frac: &[u8] = &[];
-    if let Some((b'.', tail)) = rest.split_first() {
-        (frac, rest) = tail.split_at(digits(tail));
-        if frac.is_empty() {
-            return None;
-        }
-    }
-    // The exponent saturates far beyond where the answer stops changing.
-    let exp: i64 = match rest.split_first() {
-        None => 0,
-        Some((b'e' | b'E', tail)) => {
-            let (sign, tail) = match tail.split_first() {
-                Some((b'-', t)) => (-1, t),
-                Some((b'+', t)) => (1, t),
-                _ => (1, tail),
-            };
-            if tail.is_empty() || digits(tail) != tail.len() {
-                return None;
-            }
-            sign * tail
-                .iter()
-                .fold(0i64, |e, d| (e * 10 + i64::from(d - b'0')).min(1 << 40))
-        }
-        _ => return None,
-    };
-    if int.is_empty() {
-        return None;
-    }
-    // The value is the digits int ++ frac times 10^(exp - frac.len()).
-    let all = |i: usize| {
-        if i < int.len() {
-            int[i]
-        } else {
-            frac[i - int.len()]
-        }
-    };
-    let len = int.len() + frac.len();
-    let Some(first) = (0..len).find(|&i| all(i) != b'0') else {
-        return Some(0);
-    };
-    let last = (0..len).rev().find(|&i| all(i) != b'0').unwrap_or(first);
-    // Trailing zeros move into the exponent: what is left below 10^0 is a
-    // fraction (the last significant digit is not a zero).
-    let scale = exp - frac.len() as i64 + (len - 1 - last) as i64;
-    if scale < 0 {
-        return None;
-    }
-    let significant = last - first + 1;
-    let magnitude = if significant as i64 + scale > 19 {
-        u128::MAX
-    } else {
-        let d = (first..=last).fold(0u128, |v, i| v * 10 + u128::from(all(i) - b'0'));
-        d * 10u128.pow(scale as u32)
-    };
-    Some(if negative {
-        i64::try_from(-i128::try_from(magnitude).unwrap_or(i128::MAX)).unwrap_or(i64::MIN)
-    } else {
-        i64::try_from(magnitude).unwrap_or(i64::MAX)
-    })
 }
 
 fn number(name: &str, raw: &str) -> Result<Option<f64>, String> {
@@ -661,10 +543,11 @@ fn parse_delivery(d: &str) -> Result<Delivery<'_>, String> {
         None => None,
     };
     if let Some(m) = &mode
-        && !["best_effort", "at_least_once", "replayable"].contains(&m.as_ref())
+        && !DELIVERY_MODE.contains(&m.as_ref())
     {
         return Err(format!(
-            "field delivery.mode {m:?} is not one of best_effort, at_least_once, replayable"
+            "field delivery.mode {m:?} is not one of {}",
+            DELIVERY_MODE.join(", ")
         ));
     }
     // Any integer form (5, 5.0, 5e0); beyond i64, i64::MAX.
@@ -696,6 +579,7 @@ fn check_evidence(e: &str) -> Result<i32, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ingest::row::ENVELOPE_STRINGS;
 
     #[test]
     fn every_string_member_has_its_own_index() {
@@ -705,47 +589,74 @@ mod tests {
         assert_eq!(string_member("payload"), None);
     }
 
+    fn upstream_envelope_schemas() -> Vec<serde_json::Value> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream");
+        [
+            "harmovela-0.2/schemas/harmovela-envelope.schema.json",
+            "aep-0.1/schemas/aep-envelope.schema.json",
+        ]
+        .iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(dir.join(file)).unwrap();
+            serde_json::from_str(&text).unwrap()
+        })
+        .collect()
+    }
+
     #[test]
-    fn json_integers_in_every_form() {
-        for (raw, want) in [
-            ("0", Some(0)),
-            ("-0", Some(0)),
-            ("0.000", Some(0)),
-            ("0e-999", Some(0)),
-            ("7", Some(7)),
-            ("-7", Some(-7)),
-            ("5e3", Some(5000)),
-            ("5E+3", Some(5000)),
-            ("5000.0", Some(5000)),
-            ("50000e-1", Some(5000)),
-            ("0.5e4", Some(5000)),
-            ("1.5e1", Some(15)),
-            ("9223372036854775807", Some(i64::MAX)),
-            ("9223372036854775808", Some(i64::MAX)),
-            ("-9223372036854775808", Some(i64::MIN)),
-            ("-9223372036854775809", Some(i64::MIN)),
-            ("1e18", Some(1_000_000_000_000_000_000)),
-            ("1e19", Some(i64::MAX)),
-            ("1e400", Some(i64::MAX)),
-            ("-1e400", Some(i64::MIN)),
-            ("1e999999999999999999999999", Some(i64::MAX)),
-            ("0.5", None),
-            ("5e-1", None),
-            ("1e-400", None),
-            ("5000.000000000000000001", None),
-            ("\"5\"", None),
-            ("null", None),
-            ("true", None),
-            ("[5]", None),
-            ("", None),
-            ("-", None),
-            ("5.", None),
-            (".5", None),
-            ("5e", None),
-            ("5e+", None),
-            ("+5", None),
-        ] {
-            assert_eq!(json_integer(raw), want, "{raw}");
+    fn the_envelope_enums_are_the_upstream_schemas() {
+        let ours: [(&str, &[&str]); 5] = [
+            ("/properties/belief_status", &BELIEF_STATUS),
+            ("/properties/belief_scope", &BELIEF_SCOPE),
+            ("/properties/interruption_policy", &INTERRUPTION_POLICY),
+            ("/properties/source_trust", &SOURCE_TRUST),
+            ("/properties/delivery/properties/mode", &DELIVERY_MODE),
+        ];
+        for schema in upstream_envelope_schemas() {
+            // Every enum of the schema, wherever it is.
+            fn enums(at: String, v: &serde_json::Value, out: &mut Vec<(String, Vec<String>)>) {
+                if let Some(values) = v.get("enum").and_then(|e| e.as_array()) {
+                    let values = values.iter().map(|v| v.as_str().unwrap().to_string());
+                    out.push((at.clone(), values.collect()));
+                }
+                if let Some(object) = v.as_object() {
+                    for (key, value) in object {
+                        enums(format!("{at}/{key}"), value, out);
+                    }
+                }
+            }
+            let mut theirs = Vec::new();
+            enums(String::new(), &schema, &mut theirs);
+            assert_eq!(theirs.len(), ours.len(), "{theirs:?}");
+            for (at, values) in theirs {
+                let (_, mine) = ours
+                    .iter()
+                    .find(|(path, _)| *path == at)
+                    .unwrap_or_else(|| {
+                        panic!("{at}: an enum of the upstream envelope schema not checked here")
+                    });
+                assert_eq!(*mine, values, "{at}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_envelope_member_of_the_upstream_schemas_is_read() {
+        let mut names = std::collections::BTreeSet::new();
+        for schema in upstream_envelope_schemas() {
+            for name in schema["properties"].as_object().unwrap().keys() {
+                // A member the row builder does not take would land in `extra`.
+                let taken = RowBuilder::default().member(name, "null");
+                assert_eq!(taken, Ok(true), "{name}");
+                names.insert(name.clone());
+            }
+        }
+        // And every member read by name is one of theirs (no misspelling).
+        for name in STRING_MEMBERS.iter().chain(ENVELOPE_STRINGS) {
+            assert!(
+                names.contains(*name),
+                "{name} is not an upstream envelope member"
+            );
         }
     }
 

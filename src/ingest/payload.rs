@@ -63,7 +63,7 @@ pub fn extract<'a>(text: &'a str, event_type: &str) -> Result<PayloadFields<'a>,
         filter,
     ] = pick("payload", text, &FIELDS)?;
     let grace = grace_period_ms
-        .and_then(super::normalize::json_integer)
+        .and_then(super::raw_json::json_integer)
         .filter(|g| *g >= 0);
     let error_code = match error {
         Some(e) if e.starts_with('{') => {
@@ -133,7 +133,7 @@ fn pick<'a, const N: usize>(
 }
 
 fn string(raw: &str) -> Option<Cow<'_, str>> {
-    if let Some(text) = super::normalize::unescaped(raw) {
+    if let Some(text) = super::raw_json::unescaped(raw) {
         return Some(Cow::Borrowed(text));
     }
     serde_json::from_str::<String>(raw).ok().map(Cow::Owned)

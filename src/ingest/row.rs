@@ -1,16 +1,18 @@
 //! One normalized event row and the Arrow builders that collect rows into
-//! `events` record batches (columns in the order of `schema::EVENTS`).
+//! `events` record batches, both made from the column list
+//! `schema::events_columns`: a row field and a builder slot per column,
+//! pushed and finished in the list's order, with no lookup per row.
 
 use super::category_column::CategoryColumn;
 use super::number_column::NumberColumn;
-use super::schema::{EVENTS, events_col};
+use super::schema::{self, EVENTS};
 use super::text_column::{DROPPED, TextColumn};
 use datafusion::arrow::array::{
     Array, ArrayData, ArrayRef, AsArray, BooleanArray, BooleanBuilder, DictionaryArray, Int32Array,
     Int64Array, StringArray, TimestampMicrosecondArray, make_array,
 };
 use datafusion::arrow::buffer::{Buffer, MutableBuffer, ScalarBuffer};
-use datafusion::arrow::compute::FilterBuilder;
+use datafusion::arrow::compute::{FilterBuilder, FilterPredicate};
 use datafusion::arrow::datatypes::{
     DataType, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType,
 };
@@ -18,159 +20,327 @@ use datafusion::arrow::record_batch::RecordBatch;
 use std::borrow::Cow;
 use std::sync::Arc;
 
-/// A normalized event, borrowing from the line it was parsed from.
-#[derive(Debug, Default)]
-pub struct Row<'a> {
-    pub seq: i64,
-    pub src_line: i64,
-    pub dialect: &'static str,
-    pub spec_version: Option<Cow<'a, str>>,
-    pub aep_version: Option<Cow<'a, str>>,
-    pub id: Cow<'a, str>,
-    pub type_: Cow<'a, str>,
-    pub source: Cow<'a, str>,
-    pub target: Option<Cow<'a, str>>,
-    pub topic: Option<Cow<'a, str>>,
-    pub session_id: Option<Cow<'a, str>>,
-    pub conversation_id: Option<Cow<'a, str>>,
-    pub task_id: Option<Cow<'a, str>>,
-    pub parent_task_id: Option<Cow<'a, str>>,
-    pub env_parent_task_id: Option<Cow<'a, str>>,
-    pub correlation_id: Option<Cow<'a, str>>,
-    pub causation_id: Option<Cow<'a, str>>,
-    pub created_us: i64,
-    pub expires_us: Option<i64>,
-    pub delivery_mode: Option<Cow<'a, str>>,
-    pub delivery_sequence: Option<i64>,
-    pub delivery_cursor: Option<Cow<'a, str>>,
-    pub payload_schema: Option<Cow<'a, str>>,
-    pub belief_status: Option<Cow<'a, str>>,
-    pub belief_scope: Option<Cow<'a, str>>,
-    pub confidence: Option<f64>,
-    pub valid_from_us: Option<i64>,
-    pub valid_until_us: Option<i64>,
-    pub stale_after: Option<Cow<'a, str>>,
-    pub stale_after_ms: Option<i64>,
-    pub stale_at_us: Option<i64>,
-    pub refresh_hint: Option<Cow<'a, str>>,
-    pub delegated_by: Option<Cow<'a, str>>,
-    pub delegated_to: Option<Cow<'a, str>>,
-    pub handoff_token: Option<Cow<'a, str>>,
-    pub checkpoint_id: Option<Cow<'a, str>>,
-    pub checkpoint_at_us: Option<i64>,
-    pub interruption_policy: Option<Cow<'a, str>>,
-    pub compensation_id: Option<Cow<'a, str>>,
-    pub source_trust: Option<Cow<'a, str>>,
-    pub attestation_count: Option<f64>,
-    pub data_provenance: Option<Cow<'a, str>>,
-    pub evidence_len: Option<i32>,
-    pub token_structured: Option<bool>,
-    pub token_error: Option<String>,
-    pub token: Option<super::token::Claims>,
-    pub p_task_id: Option<Cow<'a, str>>,
-    pub p_parent_task_id: Option<Cow<'a, str>>,
-    pub grace_period_ms: Option<i64>,
-    pub error_code: Option<Cow<'a, str>>,
-    pub fact_id: Option<Cow<'a, str>>,
-    pub original_event_id: Option<Cow<'a, str>>,
-    pub p_checkpoint_id: Option<Cow<'a, str>>,
-    pub filter_types: Option<Cow<'a, str>>,
-    pub filter_source: Option<Cow<'a, str>>,
-    pub filter_target: Option<Cow<'a, str>>,
-    pub filter_topic: Option<Cow<'a, str>>,
-    pub payload_error: Option<String>,
-    pub payload: Cow<'a, str>,
-    pub delivery: Option<Cow<'a, str>>,
-    pub evidence_chain: Option<Cow<'a, str>>,
-    pub extra: Option<String>,
-}
-
-/// Column builders for `events`; one per worker chunk. Columns are grouped
-/// by type; the `*_COLS` lists give each group's schema order (finishing
-/// looks every `schema::EVENTS` column up by name among them).
-pub struct EventBuilders {
-    src_file: Arc<str>,
-    /// `seq` and `src_line`, in every row.
-    lines: [Vec<i64>; 2],
-    /// `created_at` (and `created_us`, which shares its values).
-    created_us: Vec<i64>,
-    ints: [NumberColumn<Int64Type>; INT_COLS.len()],
-    times: [NumberColumn<TimestampMicrosecondType>; TIME_COLS.len()],
-    floats: [NumberColumn<Float64Type>; FLOAT_COLS.len()],
-    evidence_len: NumberColumn<Int32Type>,
-    strs: Vec<TextColumn>,
-    categories: [CategoryColumn; CATEGORY_COLS.len()],
-    extra: TextColumn,
-    token_structured: BooleanBuilder,
+/// The kept rows of a chunk being finished, for the columns that are not
+/// collected per row.
+struct Finishing<'f> {
     rows: usize,
-    /// Size of the text the rows come from (0 when not known).
-    input_bytes: usize,
+    /// One zeroed buffer every empty column of the batch lays out over.
+    zeros: &'f Buffer,
+    /// Drops the rows not kept from the columns held densely.
+    filter: Option<&'f FilterPredicate>,
 }
 
-const LINE_COLS: [&str; 2] = ["seq", "src_line"];
-/// Numeric columns empty in most rows, collected sparsely.
-const INT_COLS: [&str; 3] = ["delivery_sequence", "stale_after_ms", "grace_period_ms"];
-const TIME_COLS: [&str; 7] = [
-    "expires_at",
-    "valid_from",
-    "valid_until",
-    "stale_at",
-    "checkpoint_at",
-    "token_iat",
-    "token_exp",
-];
-const FLOAT_COLS: [&str; 2] = ["confidence", "attestation_count"];
-const STR_COLS: [&str; 46] = [
-    "spec_version",
-    "aep_version",
-    "id",
-    "topic",
-    "session_id",
-    "conversation_id",
-    "task_id",
-    "parent_task_id",
-    "env_parent_task_id",
-    "correlation_id",
-    "causation_id",
-    "delivery_mode",
-    "delivery_cursor",
-    "payload_schema",
-    "belief_status",
-    "belief_scope",
-    "stale_after",
-    "refresh_hint",
-    "delegated_by",
-    "delegated_to",
-    "handoff_token",
-    "checkpoint_id",
-    "interruption_policy",
-    "compensation_id",
-    "source_trust",
-    "data_provenance",
-    "token_error",
-    "token_iss",
-    "token_sub",
-    "token_task_id",
-    "token_parent_task_id",
-    "token_jti",
-    "p_task_id",
-    "p_parent_task_id",
-    "error_code",
-    "fact_id",
-    "original_event_id",
-    "p_checkpoint_id",
-    "filter_types",
-    "filter_source",
-    "filter_target",
-    "filter_topic",
-    "payload_error",
-    "payload",
-    "delivery",
-    "evidence_chain",
-];
+impl Finishing<'_> {
+    fn kept(&self, array: ArrayRef) -> ArrayRef {
+        match self.filter {
+            Some(f) => f.filter(&array).expect("keep mask matches the rows"),
+            None => array,
+        }
+    }
 
-/// Text columns with few distinct values, collected as categories.
-const CATEGORY_COLS: [&str; 4] = ["dialect", "type", "source", "target"];
+    /// A sparse column's values, or a shared all-null column of `data_type`.
+    fn sparse(&self, array: Option<ArrayRef>, data_type: &DataType) -> ArrayRef {
+        array
+            .or_else(|| all_null(data_type, self.rows, self.zeros))
+            .expect("numeric columns have an all-null layout")
+    }
+}
+
+/// How a column kind of `schema::events_columns` is collected:
+/// `(slot KIND)` the builder a chunk holds for it, `(init KIND ...)` that
+/// builder for a chunk, `(push KIND ...)` one row's value into it,
+/// `(retain KIND ...)` dropping rows, `(finish KIND ...)` the Arrow array,
+/// `(text_shape KIND ...)` its share of a chunk's text. The kinds:
+/// `int`, `instant`: a value in every row, held densely;
+/// `int_or_null`, `int32_or_null`, `float_or_null`, `instant_or_null`:
+/// numbers empty in most rows, collected sparsely;
+/// `flag_or_null`: a boolean or null;
+/// `text`, `text_or_null`: text (a value in every row, or not);
+/// `envelope_text`: text or null, the envelope member of the column's name
+/// as written (set through [`Row::envelope_string`]);
+/// `category`, `fixed_category` (a `&'static str`), `envelope_category`:
+/// text with few distinct values, held as codes;
+/// `file`: the chunk's input, `zeros`, `ones`: filled in by the dedup;
+/// `micros_of(COLUMN)`: the instants of another column as numbers.
+#[rustfmt::skip]
+macro_rules! column_slot {
+    (slot int) => { Vec<i64> };
+    (slot instant) => { Vec<i64> };
+    (slot int_or_null) => { NumberColumn<Int64Type> };
+    (slot int32_or_null) => { NumberColumn<Int32Type> };
+    (slot float_or_null) => { NumberColumn<Float64Type> };
+    (slot instant_or_null) => { NumberColumn<TimestampMicrosecondType> };
+    (slot flag_or_null) => { BooleanBuilder };
+    (slot text) => { TextColumn };
+    (slot text_or_null) => { TextColumn };
+    (slot envelope_text) => { TextColumn };
+    (slot fixed_category) => { CategoryColumn };
+    (slot category) => { CategoryColumn };
+    (slot envelope_category) => { CategoryColumn };
+    (slot file) => { Arc<str> };
+    (slot $derived:ident) => { () };
+
+    (init int, $rows:expr, $text:expr, $file:expr) => { Vec::with_capacity($rows) };
+    (init instant, $rows:expr, $text:expr, $file:expr) => { Vec::with_capacity($rows) };
+    (init flag_or_null, $rows:expr, $text:expr, $file:expr) => {
+        BooleanBuilder::with_capacity($rows)
+    };
+    (init text, $rows:expr, $text:expr, $file:expr) => { text_column($text) };
+    (init text_or_null, $rows:expr, $text:expr, $file:expr) => { text_column($text) };
+    (init envelope_text, $rows:expr, $text:expr, $file:expr) => { text_column($text) };
+    (init file, $rows:expr, $text:expr, $file:expr) => { Arc::clone($file) };
+    (init $kind:ident, $rows:expr, $text:expr, $file:expr) => { Default::default() };
+
+    (push int, $slot:expr, $row:expr, $value:expr) => { $slot.push($value) };
+    (push instant, $slot:expr, $row:expr, $value:expr) => { $slot.push($value) };
+    (push int_or_null, $slot:expr, $row:expr, $value:expr) => { $slot.push($row, $value) };
+    (push int32_or_null, $slot:expr, $row:expr, $value:expr) => { $slot.push($row, $value) };
+    (push float_or_null, $slot:expr, $row:expr, $value:expr) => { $slot.push($row, $value) };
+    (push instant_or_null, $slot:expr, $row:expr, $value:expr) => { $slot.push($row, $value) };
+    (push flag_or_null, $slot:expr, $row:expr, $value:expr) => { $slot.append_option($value) };
+    (push text, $slot:expr, $row:expr, $value:expr) => { $slot.push($row, &$value) };
+    (push category, $slot:expr, $row:expr, $value:expr) => { $slot.push($row, &$value) };
+    (push fixed_category, $slot:expr, $row:expr, $value:expr) => { $slot.push($row, $value) };
+    (push text_or_null, $slot:expr, $row:expr, $value:expr) => { push_some(&mut $slot, $row, &$value) };
+    (push envelope_text, $slot:expr, $row:expr, $value:expr) => { push_some(&mut $slot, $row, &$value) };
+    (push envelope_category, $slot:expr, $row:expr, $value:expr) => {
+        if let Some(value) = &$value {
+            $slot.push($row, value)
+        }
+    };
+    (push $derived:ident, $slot:expr, $row:expr, $value:expr) => { () };
+
+    // Dense columns are filtered when they finish.
+    (retain int, $slot:expr, $renumber:expr) => { () };
+    (retain instant, $slot:expr, $renumber:expr) => { () };
+    (retain flag_or_null, $slot:expr, $renumber:expr) => { () };
+    (retain file, $slot:expr, $renumber:expr) => { () };
+    (retain zeros, $slot:expr, $renumber:expr) => { () };
+    (retain ones, $slot:expr, $renumber:expr) => { () };
+    (retain micros_of, $slot:expr, $renumber:expr) => { () };
+    (retain $kind:ident, $slot:expr, $renumber:expr) => { $slot.retain($renumber) };
+
+    (finish int, $slot:expr, $at:expr) => { $at.kept(Arc::new(Int64Array::from($slot))) };
+    (finish instant, $slot:expr, $at:expr) => {{
+        let micros = $at.kept(Arc::new(Int64Array::from($slot)));
+        let micros = micros.as_primitive::<Int64Type>().values().clone();
+        Arc::new(TimestampMicrosecondArray::new(micros, None).with_timezone("UTC")) as ArrayRef
+    }};
+    (finish micros_of($of:ident), $slot:expr, $at:expr) => {{
+        let micros = $of.as_primitive::<TimestampMicrosecondType>().values().clone();
+        Arc::new(Int64Array::new(micros, None)) as ArrayRef
+    }};
+    (finish int_or_null, $slot:expr, $at:expr) => { sparse!($slot, $at, int_or_null) };
+    (finish int32_or_null, $slot:expr, $at:expr) => { sparse!($slot, $at, int32_or_null) };
+    (finish float_or_null, $slot:expr, $at:expr) => { sparse!($slot, $at, float_or_null) };
+    (finish instant_or_null, $slot:expr, $at:expr) => { sparse!($slot, $at, instant_or_null) };
+    (finish flag_or_null, $slot:expr, $at:expr) => {{
+        let mut flags = $slot;
+        $at.kept(Arc::new(flags.finish()))
+    }};
+    // One file per chunk: every code is 0, over the shared zeros.
+    (finish file, $slot:expr, $at:expr) => {{
+        let codes = Int32Array::new(ScalarBuffer::new($at.zeros.clone(), 0, $at.rows), None);
+        let names = Arc::new(StringArray::from(vec![&*$slot]));
+        let file = DictionaryArray::<Int32Type>::try_new(codes, names).expect("code 0 has a value");
+        Arc::new(file) as ArrayRef
+    }};
+    (finish zeros, $slot:expr, $at:expr) => {
+        Arc::new(Int64Array::new(ScalarBuffer::new($at.zeros.clone(), 0, $at.rows), None)) as ArrayRef
+    };
+    (finish ones, $slot:expr, $at:expr) => {
+        Arc::new(Int32Array::from_value(1, $at.rows)) as ArrayRef
+    };
+    (finish $kind:ident, $slot:expr, $at:expr) => { $slot.finish($at.rows) };
+
+    (text_shape text, $slot:expr) => { Some(($slot.values(), $slot.text_bytes())) };
+    (text_shape text_or_null, $slot:expr) => { Some(($slot.values(), $slot.text_bytes())) };
+    (text_shape envelope_text, $slot:expr) => { Some(($slot.values(), $slot.text_bytes())) };
+    (text_shape $kind:ident, $slot:expr) => { None::<(usize, usize)> };
+}
+
+macro_rules! sparse {
+    ($slot:expr, $at:expr, $kind:ident) => {{
+        let data_type = schema::column_kind!(data_type $kind);
+        $at.sparse($slot.finish($at.rows, &data_type), &data_type)
+    }};
+}
+
+/// The row, the column builders and the envelope members of the
+/// `schema::events_columns` list. The list is walked once to sort the
+/// entries into row fields and envelope members (`@sort`), then the rest
+/// is made from every entry.
+macro_rules! event_rows {
+    ($($field:ident $(= $column:literal)?: $kind:ident $(($of:ident))?,)*) => {
+        event_rows!(@sort [] [] $($field: $kind,)*);
+
+        /// Column builders for `events`; one per worker chunk, a slot per
+        /// column (named by the row's field).
+        pub struct EventBuilders {
+            $($field: column_slot!(slot $kind),)*
+            rows: usize,
+            /// Size of the text the rows come from (0 when not known).
+            input_bytes: usize,
+        }
+
+        /// The columns' positions, to index per-column figures by.
+        #[allow(non_camel_case_types, clippy::enum_variant_names)]
+        enum Column {
+            $($field,)*
+        }
+
+        /// Columns of `events`.
+        const COLUMNS: usize = [$(Column::$field),*].len();
+
+        /// The names of the columns, in order.
+        const COLUMN_NAMES: [&str; COLUMNS] = [$(schema::column_name!($field $($column)?)),*];
+
+        impl EventBuilders {
+            fn with_capacities(
+                src_file: Arc<str>,
+                rows: usize,
+                text: impl Fn(usize) -> (usize, usize),
+                input_bytes: usize,
+            ) -> Self {
+                EventBuilders {
+                    $($field: column_slot!(init $kind, rows, text(Column::$field as usize), &src_file),)*
+                    rows: 0,
+                    input_bytes,
+                }
+            }
+
+            pub fn push(&mut self, r: &Row<'_>) {
+                let row = u32::try_from(self.rows).expect("a chunk has fewer than 2^32 rows");
+                $(column_slot!(push $kind, self.$field, row, r.$field);)*
+                self.rows += 1;
+            }
+
+            /// Values and text bytes per text column (zeros elsewhere).
+            fn text_shape(&self) -> [(usize, usize); COLUMNS] {
+                [$(column_slot!(text_shape $kind, self.$field).unwrap_or_default()),*]
+            }
+
+            /// Finish with only the rows marked in `keep` (all when None).
+            /// Text, most of a batch, is compacted in place rather than copied.
+            pub fn finish_keeping(self, keep: Option<&[bool]>) -> RecordBatch {
+                let keep = keep.filter(|keep| keep.contains(&false));
+                // Only the slots that drop rows in place are changed; the
+                // columns made as they finish (`zeros`, ...) have empty ones.
+                #[allow(unused_mut, unused_variables)]
+                let EventBuilders { $(mut $field,)* rows, input_bytes: _ } = self;
+                let mut n = rows;
+                let mut filter = None;
+                if let Some(keep) = keep {
+                    let mut renumber = Vec::with_capacity(keep.len());
+                    n = 0;
+                    for &k in keep {
+                        renumber.push(if k { n as u32 } else { DROPPED });
+                        n += k as usize;
+                    }
+                    $(column_slot!(retain $kind, $field, &renumber);)*
+                    filter = Some(FilterBuilder::new(&BooleanArray::from(keep.to_vec())).build());
+                }
+                // Sparse columns were renumbered above; the kept rows are 0..n.
+                let zeros = zeros_for(n);
+                let at = Finishing { rows: n, zeros: &zeros, filter: filter.as_ref() };
+                $(let $field: ArrayRef = column_slot!(finish $kind $(($of))?, $field, at);)*
+                let columns = vec![$($field),*];
+                let mut columns = share_empty(n, columns);
+                // Builders grow by doubling and keep that capacity; the whole log's
+                // chunks are held until redeliveries are collapsed, so give it back.
+                for array in columns.iter_mut() {
+                    Array::shrink_to_fit(array);
+                }
+                RecordBatch::try_new(EVENTS.clone(), columns)
+                    .expect("builders match the events schema")
+            }
+        }
+    };
+
+    // Row fields and envelope members, sorted out of the list.
+    (@sort [$($row:tt)*] [$($envelope:ident: $envelope_kind:ident,)*]) => {
+        /// A normalized event, borrowing from the line it was parsed from:
+        /// a field per column of `events` (but those the dedup fills in).
+        #[derive(Debug, Default)]
+        pub struct Row<'a> {
+            $($row)*
+            $(pub $envelope: Option<Cow<'a, str>>,)*
+        }
+
+        /// The envelope members each copied as written to the column of
+        /// their name.
+        pub const ENVELOPE_STRINGS: &[&str] = &[$(stringify!($envelope)),*];
+
+        impl<'a> Row<'a> {
+            /// The field of an envelope member read as it is written (a
+            /// string, null for none), with its name, if `key` is one.
+            pub fn envelope_string(
+                &mut self,
+                key: &str,
+            ) -> Option<(&'static str, &mut Option<Cow<'a, str>>)> {
+                Some(match key {
+                    $(stringify!($envelope) => (stringify!($envelope), &mut self.$envelope),)*
+                    _ => return None,
+                })
+            }
+        }
+    };
+    (@sort [$($row:tt)*] [$($envelope:tt)*] $field:ident: envelope_text, $($rest:tt)*) => {
+        event_rows!(@sort [$($row)*] [$($envelope)* $field: envelope_text,] $($rest)*);
+    };
+    (@sort [$($row:tt)*] [$($envelope:tt)*] $field:ident: envelope_category, $($rest:tt)*) => {
+        event_rows!(@sort [$($row)*] [$($envelope)* $field: envelope_category,] $($rest)*);
+    };
+    (@sort [$($row:tt)*] [$($envelope:tt)*] $field:ident: int, $($rest:tt)*) => {
+        event_rows!(@sort [$($row)* pub $field: i64,] [$($envelope)*] $($rest)*);
+    };
+    (@sort [$($row:tt)*] [$($envelope:tt)*] $field:ident: instant, $($rest:tt)*) => {
+        event_rows!(@sort [$($row)* pub $field: i64,] [$($envelope)*] $($rest)*);
+    };
+    (@sort [$($row:tt)*] [$($envelope:tt)*] $field:ident: int_or_null, $($rest:tt)*) => {
+        event_rows!(@sort [$($row)* pub $field: Option<i64>,] [$($envelope)*] $($rest)*);
+    };
+    (@sort [$($row:tt)*] [$($envelope:tt)*] $field:ident: instant_or_null, $($rest:tt)*) => {
+        event_rows!(@sort [$($row)* pub $field: Option<i64>,] [$($envelope)*] $($rest)*);
+    };
+    (@sort [$($row:tt)*] [$($envelope:tt)*] $field:ident: int32_or_null, $($rest:tt)*) => {
+        event_rows!(@sort [$($row)* pub $field: Option<i32>,] [$($envelope)*] $($rest)*);
+    };
+    (@sort [$($row:tt)*] [$($envelope:tt)*] $field:ident: float_or_null, $($rest:tt)*) => {
+        event_rows!(@sort [$($row)* pub $field: Option<f64>,] [$($envelope)*] $($rest)*);
+    };
+    (@sort [$($row:tt)*] [$($envelope:tt)*] $field:ident: flag_or_null, $($rest:tt)*) => {
+        event_rows!(@sort [$($row)* pub $field: Option<bool>,] [$($envelope)*] $($rest)*);
+    };
+    (@sort [$($row:tt)*] [$($envelope:tt)*] $field:ident: text, $($rest:tt)*) => {
+        event_rows!(@sort [$($row)* pub $field: Cow<'a, str>,] [$($envelope)*] $($rest)*);
+    };
+    (@sort [$($row:tt)*] [$($envelope:tt)*] $field:ident: category, $($rest:tt)*) => {
+        event_rows!(@sort [$($row)* pub $field: Cow<'a, str>,] [$($envelope)*] $($rest)*);
+    };
+    (@sort [$($row:tt)*] [$($envelope:tt)*] $field:ident: fixed_category, $($rest:tt)*) => {
+        event_rows!(@sort [$($row)* pub $field: &'static str,] [$($envelope)*] $($rest)*);
+    };
+    (@sort [$($row:tt)*] [$($envelope:tt)*] $field:ident: text_or_null, $($rest:tt)*) => {
+        event_rows!(@sort [$($row)* pub $field: Option<Cow<'a, str>>,] [$($envelope)*] $($rest)*);
+    };
+    // Filled in as the chunk finishes, not per row.
+    (@sort [$($row:tt)*] [$($envelope:tt)*] $field:ident: $derived:ident, $($rest:tt)*) => {
+        event_rows!(@sort [$($row)*] [$($envelope)*] $($rest)*);
+    };
+}
+
+schema::events_columns!(event_rows);
+
+fn text_column((values, bytes): (usize, usize)) -> TextColumn {
+    TextColumn::with_capacity(values, bytes)
+}
+
+fn push_some(column: &mut TextColumn, row: u32, value: &Option<Cow<'_, str>>) {
+    if let Some(value) = value {
+        column.push(row, value);
+    }
+}
 
 /// Expected text bytes per row of a column, to size a worker's first chunk.
 fn text_bytes_per_row(column: &str) -> usize {
@@ -191,8 +361,9 @@ fn text_bytes_per_row(column: &str) -> usize {
 #[derive(Clone, Debug)]
 pub struct ChunkShape {
     rows: f64,
-    values: [f64; STR_COLS.len()],
-    text: [f64; STR_COLS.len()],
+    /// Indexed by column (0 for columns that hold no text).
+    values: [f64; COLUMNS],
+    text: [f64; COLUMNS],
 }
 
 /// Chunks smaller than this (a file's tail) say little about the next one.
@@ -203,14 +374,14 @@ impl Default for ChunkShape {
         const LINE_BYTES: f64 = 400.0;
         ChunkShape {
             rows: 1.0 / LINE_BYTES,
-            values: STR_COLS.map(|c| {
+            values: COLUMN_NAMES.map(|c| {
                 if text_bytes_per_row(c) > 0 {
                     1.0 / LINE_BYTES
                 } else {
                     0.0
                 }
             }),
-            text: STR_COLS.map(|c| text_bytes_per_row(c) as f64 / LINE_BYTES),
+            text: COLUMN_NAMES.map(|c| text_bytes_per_row(c) as f64 / LINE_BYTES),
         }
     }
 }
@@ -230,41 +401,17 @@ impl EventBuilders {
         Self::with_capacities(src_file, rows, text, input_bytes)
     }
 
-    fn with_capacities(
-        src_file: Arc<str>,
-        cap: usize,
-        text: impl Fn(usize) -> (usize, usize),
-        input_bytes: usize,
-    ) -> Self {
-        EventBuilders {
-            src_file,
-            lines: [Vec::with_capacity(cap), Vec::with_capacity(cap)],
-            created_us: Vec::with_capacity(cap),
-            ints: Default::default(),
-            times: Default::default(),
-            floats: Default::default(),
-            evidence_len: NumberColumn::default(),
-            strs: (0..STR_COLS.len())
-                .map(|i| {
-                    let (values, bytes) = text(i);
-                    TextColumn::with_capacity(values, bytes)
-                })
-                .collect(),
-            categories: Default::default(),
-            extra: TextColumn::default(),
-            token_structured: BooleanBuilder::with_capacity(cap),
-            rows: 0,
-            input_bytes,
-        }
-    }
-
     /// What this chunk held per input byte, to size the next one by.
     pub fn shape(&self) -> Option<ChunkShape> {
         let bytes = self.input_bytes as f64;
-        (self.input_bytes >= MEASURED_CHUNK_BYTES).then(|| ChunkShape {
+        if self.input_bytes < MEASURED_CHUNK_BYTES {
+            return None;
+        }
+        let text = self.text_shape();
+        Some(ChunkShape {
             rows: self.rows as f64 / bytes,
-            values: std::array::from_fn(|i| self.strs[i].values() as f64 / bytes),
-            text: std::array::from_fn(|i| self.strs[i].text_bytes() as f64 / bytes),
+            values: text.map(|(values, _)| values as f64 / bytes),
+            text: text.map(|(_, text_bytes)| text_bytes as f64 / bytes),
         })
     }
 
@@ -276,220 +423,9 @@ impl EventBuilders {
         self.rows == 0
     }
 
-    pub fn push(&mut self, r: &Row<'_>) {
-        let row = u32::try_from(self.rows).expect("a chunk has fewer than 2^32 rows");
-        let c = r.token.as_ref();
-        self.lines[0].push(r.seq);
-        self.lines[1].push(r.src_line);
-        self.created_us.push(r.created_us);
-        let ints = [r.delivery_sequence, r.stale_after_ms, r.grace_period_ms];
-        for (column, value) in self.ints.iter_mut().zip(ints) {
-            column.push(row, value);
-        }
-        let times = [
-            r.expires_us,
-            r.valid_from_us,
-            r.valid_until_us,
-            r.stale_at_us,
-            r.checkpoint_at_us,
-            c.and_then(|c| c.iat_us),
-            c.and_then(|c| c.exp_us),
-        ];
-        for (column, value) in self.times.iter_mut().zip(times) {
-            column.push(row, value);
-        }
-        self.floats[0].push(row, r.confidence);
-        self.floats[1].push(row, r.attestation_count);
-        self.evidence_len.push(row, r.evidence_len);
-        self.token_structured.append_option(r.token_structured);
-        let categories = [
-            Some(r.dialect),
-            Some(&*r.type_),
-            Some(&*r.source),
-            r.target.as_deref(),
-        ];
-        for (column, value) in self.categories.iter_mut().zip(categories) {
-            if let Some(value) = value {
-                column.push(row, value);
-            }
-        }
-        let strs: [Option<&str>; STR_COLS.len()] = [
-            r.spec_version.as_deref(),
-            r.aep_version.as_deref(),
-            Some(&*r.id),
-            r.topic.as_deref(),
-            r.session_id.as_deref(),
-            r.conversation_id.as_deref(),
-            r.task_id.as_deref(),
-            r.parent_task_id.as_deref(),
-            r.env_parent_task_id.as_deref(),
-            r.correlation_id.as_deref(),
-            r.causation_id.as_deref(),
-            r.delivery_mode.as_deref(),
-            r.delivery_cursor.as_deref(),
-            r.payload_schema.as_deref(),
-            r.belief_status.as_deref(),
-            r.belief_scope.as_deref(),
-            r.stale_after.as_deref(),
-            r.refresh_hint.as_deref(),
-            r.delegated_by.as_deref(),
-            r.delegated_to.as_deref(),
-            r.handoff_token.as_deref(),
-            r.checkpoint_id.as_deref(),
-            r.interruption_policy.as_deref(),
-            r.compensation_id.as_deref(),
-            r.source_trust.as_deref(),
-            r.data_provenance.as_deref(),
-            r.token_error.as_deref(),
-            c.and_then(|c| c.iss.as_deref()),
-            c.and_then(|c| c.sub.as_deref()),
-            c.and_then(|c| c.task_id.as_deref()),
-            c.and_then(|c| c.parent_task_id.as_deref()),
-            c.and_then(|c| c.jti.as_deref()),
-            r.p_task_id.as_deref(),
-            r.p_parent_task_id.as_deref(),
-            r.error_code.as_deref(),
-            r.fact_id.as_deref(),
-            r.original_event_id.as_deref(),
-            r.p_checkpoint_id.as_deref(),
-            r.filter_types.as_deref(),
-            r.filter_source.as_deref(),
-            r.filter_target.as_deref(),
-            r.filter_topic.as_deref(),
-            r.payload_error.as_deref(),
-            Some(&*r.payload),
-            r.delivery.as_deref(),
-            r.evidence_chain.as_deref(),
-        ];
-        for (column, value) in self.strs.iter_mut().zip(strs) {
-            if let Some(value) = value {
-                column.push(row, value);
-            }
-        }
-        if let Some(extra) = &r.extra {
-            self.extra.push(row, extra);
-        }
-        self.rows += 1;
-    }
-
     /// Finish into a batch with the columns in `schema::EVENTS` order.
     pub fn finish(self) -> RecordBatch {
         self.finish_keeping(None)
-    }
-
-    /// Finish with only the rows marked in `keep` (all when None). Text,
-    /// most of a batch, is compacted in place rather than copied.
-    pub fn finish_keeping(mut self, keep: Option<&[bool]>) -> RecordBatch {
-        let keep = keep.filter(|keep| keep.contains(&false));
-        let mut n = self.rows;
-        let mut filter = None;
-        if let Some(keep) = keep {
-            let mut renumber = Vec::with_capacity(keep.len());
-            n = 0;
-            for &k in keep {
-                renumber.push(if k { n as u32 } else { DROPPED });
-                n += k as usize;
-            }
-            for column in self.strs.iter_mut().chain([&mut self.extra]) {
-                column.retain(&renumber);
-            }
-            self.categories.iter_mut().for_each(|c| c.retain(&renumber));
-            self.ints.iter_mut().for_each(|c| c.retain(&renumber));
-            self.times.iter_mut().for_each(|c| c.retain(&renumber));
-            self.floats.iter_mut().for_each(|c| c.retain(&renumber));
-            self.evidence_len.retain(&renumber);
-            filter = Some(FilterBuilder::new(&BooleanArray::from(keep.to_vec())).build());
-        }
-        let kept = |array: ArrayRef| -> ArrayRef {
-            match &filter {
-                Some(f) => f.filter(&array).expect("keep mask matches the rows"),
-                None => array,
-            }
-        };
-        // Sparse columns were renumbered above; the kept rows are 0..n. Every
-        // empty column of the batch lays out over this one buffer.
-        let zeros = zeros_for(n);
-        let type_of = |name: &str| EVENTS.field(events_col(name)).data_type().clone();
-        let sparse = |name: &str, array: Option<ArrayRef>| -> ArrayRef {
-            let data_type = type_of(name);
-            array
-                .or_else(|| all_null(&data_type, n, &zeros))
-                .expect("numeric columns have an all-null layout")
-        };
-        let mut named: Vec<(&str, ArrayRef)> = Vec::with_capacity(EVENTS.fields().len());
-        for (name, values) in LINE_COLS.iter().zip(std::mem::take(&mut self.lines)) {
-            named.push((name, kept(Arc::new(Int64Array::from(values)))));
-        }
-        let created_us = kept(Arc::new(Int64Array::from(std::mem::take(
-            &mut self.created_us,
-        ))));
-        let created_us = created_us.as_primitive::<Int64Type>().values().clone();
-        named.push((
-            "created_at",
-            Arc::new(TimestampMicrosecondArray::new(created_us.clone(), None).with_timezone("UTC")),
-        ));
-        named.push(("created_us", Arc::new(Int64Array::new(created_us, None))));
-        // Counted when redeliveries are collapsed; numbered versions too.
-        named.push((
-            "redeliveries",
-            Arc::new(Int64Array::new(
-                ScalarBuffer::new(zeros.clone(), 0, n),
-                None,
-            )),
-        ));
-        named.push(("version", Arc::new(Int32Array::from_value(1, n))));
-        for (name, column) in INT_COLS.iter().zip(std::mem::take(&mut self.ints)) {
-            named.push((name, sparse(name, column.finish(n, &type_of(name)))));
-        }
-        for (name, column) in TIME_COLS.iter().zip(std::mem::take(&mut self.times)) {
-            named.push((name, sparse(name, column.finish(n, &type_of(name)))));
-        }
-        for (name, column) in FLOAT_COLS.iter().zip(std::mem::take(&mut self.floats)) {
-            named.push((name, sparse(name, column.finish(n, &type_of(name)))));
-        }
-        let evidence_len = std::mem::take(&mut self.evidence_len);
-        let evidence_len = evidence_len.finish(n, &type_of("evidence_len"));
-        named.push(("evidence_len", sparse("evidence_len", evidence_len)));
-        for (name, column) in STR_COLS.iter().zip(std::mem::take(&mut self.strs)) {
-            named.push((name, column.finish(n)));
-        }
-        for (name, column) in CATEGORY_COLS
-            .iter()
-            .zip(std::mem::take(&mut self.categories))
-        {
-            named.push((name, column.finish(n)));
-        }
-        named.push(("extra", std::mem::take(&mut self.extra).finish(n)));
-        named.push((
-            "token_structured",
-            kept(Arc::new(self.token_structured.finish())),
-        ));
-        // One file per chunk: every code is 0, over the shared zeros.
-        let file = Int32Array::new(ScalarBuffer::new(zeros.clone(), 0, n), None);
-        let file = DictionaryArray::<Int32Type>::try_new(
-            file,
-            Arc::new(StringArray::from(vec![&*self.src_file])),
-        )
-        .expect("code 0 has a value");
-        named.push(("src_file", Arc::new(file)));
-        let columns = EVENTS
-            .fields()
-            .iter()
-            .map(|f| {
-                let at = named.iter().position(|(name, _)| *name == f.name());
-                named[at.expect("every events column has a builder")]
-                    .1
-                    .clone()
-            })
-            .collect();
-        drop(named);
-        let mut columns = share_empty(n, columns);
-        // Builders grow by doubling and keep that capacity; the whole log's
-        // chunks are held until redeliveries are collapsed, so give it back.
-        for array in columns.iter_mut() {
-            Array::shrink_to_fit(array);
-        }
-        RecordBatch::try_new(EVENTS.clone(), columns).expect("builders match the events schema")
     }
 }
 

@@ -19,12 +19,9 @@ pub fn category_type() -> DataType {
     DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
 }
 
-fn category(name: &str, nullable: bool) -> Field {
-    Field::new(name, category_type(), nullable)
-}
-
-fn ts() -> DataType {
-    // Microseconds: nanoseconds cannot hold years 0001 or 9999.
+/// An instant: microseconds in UTC (nanoseconds cannot hold years 0001
+/// or 9999).
+pub fn instant_type() -> DataType {
     DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
 }
 
@@ -32,96 +29,168 @@ fn s(name: &str) -> Field {
     Field::new(name, DataType::Utf8, true)
 }
 
-/// Columns of `events`, in order. The tuple is (name, type, nullable).
-pub static EVENTS: LazyLock<SchemaRef> = LazyLock::new(|| {
-    Arc::new(Schema::new(vec![
-        // provenance and order
-        Field::new("seq", DataType::Int64, false),
-        category("src_file", false),
-        Field::new("src_line", DataType::Int64, false),
-        Field::new("redeliveries", DataType::Int64, false),
-        // 1 for the earliest content under an id (created_at, then input
-        // order), 2.. for the other, different contents
-        Field::new("version", DataType::Int32, false),
-        // envelope
-        category("dialect", false),
-        s("spec_version"),
-        s("aep_version"),
-        Field::new("id", DataType::Utf8, false),
-        category("type", false),
-        category("source", false),
-        category("target", true),
-        s("topic"),
-        s("session_id"),
-        s("conversation_id"),
-        s("task_id"),
-        // resolved parent link: envelope, else payload.parent_task_id
-        s("parent_task_id"),
-        s("env_parent_task_id"),
-        s("correlation_id"),
-        s("causation_id"),
-        Field::new("created_at", ts(), false),
-        Field::new("created_us", DataType::Int64, false),
-        Field::new("expires_at", ts(), true),
-        s("delivery_mode"),
-        Field::new("delivery_sequence", DataType::Int64, true),
-        s("delivery_cursor"),
-        s("payload_schema"),
-        // runtime semantics
-        s("belief_status"),
-        s("belief_scope"),
-        Field::new("confidence", DataType::Float64, true),
-        Field::new("valid_from", ts(), true),
-        Field::new("valid_until", ts(), true),
-        s("stale_after"),
-        Field::new("stale_after_ms", DataType::Int64, true),
-        // min(valid_until, created_at + stale_after)
-        Field::new("stale_at", ts(), true),
-        s("refresh_hint"),
-        s("delegated_by"),
-        s("delegated_to"),
-        s("handoff_token"),
-        s("checkpoint_id"),
-        Field::new("checkpoint_at", ts(), true),
-        s("interruption_policy"),
-        s("compensation_id"),
-        s("source_trust"),
-        Field::new("attestation_count", DataType::Float64, true),
-        s("data_provenance"),
-        Field::new("evidence_len", DataType::Int32, true),
-        // decoded handoff-token claims (only under --token-format structured)
-        Field::new("token_structured", DataType::Boolean, true),
-        s("token_error"),
-        s("token_iss"),
-        s("token_sub"),
-        s("token_task_id"),
-        s("token_parent_task_id"),
-        Field::new("token_iat", ts(), true),
-        Field::new("token_exp", ts(), true),
-        s("token_jti"),
-        // payload fields the rules need
-        s("p_task_id"),
-        s("p_parent_task_id"),
-        Field::new("grace_period_ms", DataType::Int64, true),
-        s("error_code"),
-        s("fact_id"),
-        s("original_event_id"),
-        s("p_checkpoint_id"),
-        // subscription filter fields as JSON text (payload.X or payload.filter.X)
-        s("filter_types"),
-        s("filter_source"),
-        s("filter_target"),
-        s("filter_topic"),
-        // first payload-schema violation, when the type has a payload schema
-        s("payload_error"),
-        // raw JSON text
-        s("payload"),
-        s("delivery"),
-        s("evidence_chain"),
-        // unknown top-level fields as one JSON object (tenant_id, actor_id, ...)
-        s("extra"),
-    ]))
-});
+/// The columns of `events`, in order: the one place they are declared.
+/// `$then!` is called with the list; [`events_schema`] makes the Arrow
+/// schema of it and `row::event_rows` the row, the builders' slots, the
+/// envelope members read as they are and the order the columns finish in.
+/// Each entry is `row_field = "column": kind` (the column is the field's
+/// name when not given); the kinds are listed at `column_kind`. Adding a
+/// column is a line here and its parsing in `normalize`.
+macro_rules! events_columns {
+    ($then:ident) => {
+        $then! {
+            // provenance and order
+            seq: int,
+            src_file: file,
+            src_line: int,
+            // exact repeats collapsed into the row (counted by `dedup`)
+            redeliveries: zeros,
+            // 1 for the earliest content under an id (created_at, then
+            // input order), 2.. for the other, different contents (`dedup`)
+            version: ones,
+            // envelope
+            dialect: fixed_category,
+            spec_version: envelope_text,
+            aep_version: envelope_text,
+            id: text,
+            type_ = "type": category,
+            source: category,
+            target: envelope_category,
+            topic: envelope_text,
+            session_id: envelope_text,
+            conversation_id: envelope_text,
+            task_id: envelope_text,
+            // resolved parent link: envelope, else payload.parent_task_id
+            parent_task_id: text_or_null,
+            env_parent_task_id: text_or_null,
+            correlation_id: envelope_text,
+            causation_id: envelope_text,
+            created_at_us = "created_at": instant,
+            created_us: micros_of(created_at_us),
+            expires_us = "expires_at": instant_or_null,
+            delivery_mode: text_or_null,
+            delivery_sequence: int_or_null,
+            delivery_cursor: text_or_null,
+            payload_schema: envelope_text,
+            // runtime semantics
+            belief_status: envelope_text,
+            belief_scope: envelope_text,
+            confidence: float_or_null,
+            valid_from_us = "valid_from": instant_or_null,
+            valid_until_us = "valid_until": instant_or_null,
+            stale_after: envelope_text,
+            stale_after_ms: int_or_null,
+            // min(valid_until, created_at + stale_after)
+            stale_at_us = "stale_at": instant_or_null,
+            refresh_hint: envelope_text,
+            delegated_by: envelope_text,
+            delegated_to: envelope_text,
+            handoff_token: envelope_text,
+            checkpoint_id: envelope_text,
+            checkpoint_at_us = "checkpoint_at": instant_or_null,
+            interruption_policy: envelope_text,
+            compensation_id: envelope_text,
+            source_trust: envelope_text,
+            attestation_count: float_or_null,
+            data_provenance: envelope_text,
+            evidence_len: int32_or_null,
+            // decoded handoff-token claims (only under --token-format structured)
+            token_structured: flag_or_null,
+            token_error: text_or_null,
+            token_iss: text_or_null,
+            token_sub: text_or_null,
+            token_task_id: text_or_null,
+            token_parent_task_id: text_or_null,
+            token_iat_us = "token_iat": instant_or_null,
+            token_exp_us = "token_exp": instant_or_null,
+            token_jti: text_or_null,
+            // payload fields the rules need
+            p_task_id: text_or_null,
+            p_parent_task_id: text_or_null,
+            grace_period_ms: int_or_null,
+            error_code: text_or_null,
+            fact_id: text_or_null,
+            original_event_id: text_or_null,
+            p_checkpoint_id: text_or_null,
+            // subscription filter fields as JSON text (payload.X or payload.filter.X)
+            filter_types: text_or_null,
+            filter_source: text_or_null,
+            filter_target: text_or_null,
+            filter_topic: text_or_null,
+            // first payload-schema violation, when the type has a payload schema
+            payload_error: text_or_null,
+            // raw JSON text
+            payload: text,
+            delivery: text_or_null,
+            evidence_chain: text_or_null,
+            // unknown top-level fields as one JSON object (tenant_id, actor_id, ...)
+            extra: text_or_null,
+        }
+    };
+}
+pub(crate) use events_columns;
+
+/// What a column kind of [`events_columns`] is in Arrow: `(data_type KIND)`
+/// its type, `(nullable KIND)` whether it holds nulls. (How rows fill it is
+/// `row::event_rows`'.)
+#[rustfmt::skip]
+macro_rules! column_kind {
+    (data_type int) => { ::datafusion::arrow::datatypes::DataType::Int64 };
+    (data_type zeros) => { ::datafusion::arrow::datatypes::DataType::Int64 };
+    (data_type micros_of) => { ::datafusion::arrow::datatypes::DataType::Int64 };
+    (data_type int_or_null) => { ::datafusion::arrow::datatypes::DataType::Int64 };
+    (data_type ones) => { ::datafusion::arrow::datatypes::DataType::Int32 };
+    (data_type int32_or_null) => { ::datafusion::arrow::datatypes::DataType::Int32 };
+    (data_type float_or_null) => { ::datafusion::arrow::datatypes::DataType::Float64 };
+    (data_type flag_or_null) => { ::datafusion::arrow::datatypes::DataType::Boolean };
+    (data_type instant) => { $crate::ingest::schema::instant_type() };
+    (data_type instant_or_null) => { $crate::ingest::schema::instant_type() };
+    (data_type text) => { ::datafusion::arrow::datatypes::DataType::Utf8 };
+    (data_type text_or_null) => { ::datafusion::arrow::datatypes::DataType::Utf8 };
+    (data_type envelope_text) => { ::datafusion::arrow::datatypes::DataType::Utf8 };
+    (data_type file) => { $crate::ingest::schema::category_type() };
+    (data_type fixed_category) => { $crate::ingest::schema::category_type() };
+    (data_type category) => { $crate::ingest::schema::category_type() };
+    (data_type envelope_category) => { $crate::ingest::schema::category_type() };
+
+    (nullable int_or_null) => { true };
+    (nullable int32_or_null) => { true };
+    (nullable float_or_null) => { true };
+    (nullable flag_or_null) => { true };
+    (nullable instant_or_null) => { true };
+    (nullable text_or_null) => { true };
+    (nullable envelope_text) => { true };
+    (nullable envelope_category) => { true };
+    (nullable $kind:ident) => { false };
+}
+pub(crate) use column_kind;
+
+/// The column's name: the row field's, unless one is given.
+macro_rules! column_name {
+    ($field:ident) => {
+        stringify!($field)
+    };
+    ($field:ident $column:literal) => {
+        $column
+    };
+}
+pub(crate) use column_name;
+
+/// The Arrow schema of the [`events_columns`] list.
+macro_rules! events_schema {
+    ($($field:ident $(= $column:literal)?: $kind:ident $(($of:ident))?,)*) => {
+        /// Columns of `events`, in order (declared by [`events_columns`]).
+        pub static EVENTS: LazyLock<SchemaRef> = LazyLock::new(|| {
+            Arc::new(Schema::new(vec![$(Field::new(
+                column_name!($field $($column)?),
+                column_kind!(data_type $kind),
+                column_kind!(nullable $kind),
+            )),*]))
+        });
+    };
+}
+
+events_columns!(events_schema);
 
 /// `events` as layout 1 wrote it: the category columns as plain text.
 pub static EVENTS_V1: LazyLock<SchemaRef> = LazyLock::new(|| {
@@ -166,4 +235,91 @@ pub fn events_col(name: &str) -> usize {
     EVENTS
         .index_of(name)
         .unwrap_or_else(|_| panic!("no events column {name}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The README's `events` table: each row's column names with the types
+    /// it gives them (one type for all, or one each).
+    fn readme_columns() -> Vec<(String, String)> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+        let readme = std::fs::read_to_string(path).unwrap();
+        let tables = readme
+            .split("\n## Tables\n")
+            .nth(1)
+            .expect("a Tables section");
+        let mut columns = Vec::new();
+        for line in tables
+            .lines()
+            .skip_while(|l| !l.starts_with("| column |"))
+            .skip(2)
+        {
+            let Some(row) = line.strip_prefix('|') else {
+                break;
+            };
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let names: Vec<&str> = cells[0]
+                .split(',')
+                .map(|n| n.trim().trim_matches('`'))
+                .collect();
+            // "timestamp (µs, UTC)": the parenthesis qualifies the type.
+            let types = cells[1].split(" (").next().unwrap_or_default();
+            let types: Vec<&str> = types.split(',').map(str::trim).collect();
+            for (i, name) in names.iter().enumerate() {
+                let type_ = if types.len() == names.len() {
+                    types[i]
+                } else {
+                    types[0]
+                };
+                columns.push((name.to_string(), type_.to_string()));
+            }
+        }
+        columns
+    }
+
+    fn readme_type(data_type: &DataType) -> &'static [&'static str] {
+        match data_type {
+            DataType::Int64 => &["int64"],
+            DataType::Int32 => &["int32"],
+            DataType::Float64 => &["float64"],
+            DataType::Boolean => &["bool"],
+            DataType::Utf8 => &["text", "JSON text"],
+            DataType::Timestamp(_, _) => &["timestamp"],
+            DataType::Dictionary(_, _) => &["category"],
+            other => panic!("no README word for {other}"),
+        }
+    }
+
+    #[test]
+    fn the_readme_lists_every_events_column_with_its_type() {
+        let readme = readme_columns();
+        let listed: Vec<&str> = readme.iter().map(|(name, _)| name.as_str()).collect();
+        let mut sorted = listed.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(
+            sorted.len(),
+            listed.len(),
+            "a column listed twice: {listed:?}"
+        );
+        for field in EVENTS.fields() {
+            let Some((_, type_)) = readme.iter().find(|(name, _)| name == field.name()) else {
+                panic!("README.md's events table lacks {}", field.name());
+            };
+            let words = readme_type(field.data_type());
+            assert!(
+                words.contains(&type_.as_str()),
+                "README.md says {} is {type_}, the schema {words:?}",
+                field.name()
+            );
+        }
+        for name in listed {
+            assert!(
+                EVENTS.index_of(name).is_ok(),
+                "README.md lists {name}, not a column"
+            );
+        }
+    }
 }

@@ -153,14 +153,6 @@ fn components(mut text: &[u8], units: &[(u8, u128)], total: &mut u128) -> Option
     Some((count, fraction.is_some()))
 }
 
-/// Format microseconds since the epoch as RFC 3339 UTC with milliseconds.
-pub fn fmt_us(us: i64) -> String {
-    match DateTime::<Utc>::from_timestamp_micros(us) {
-        Some(t) => crate::finding::fmt_instant(&t),
-        None => us.to_string(),
-    }
-}
-
 /// Microseconds since the epoch of a UTC midnight, for day partitioning.
 pub fn day_of_us(us: i64) -> NaiveDate {
     DateTime::<Utc>::from_timestamp_micros(us)

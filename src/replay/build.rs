@@ -9,8 +9,9 @@ use super::{
 };
 use crate::audit::AuditConfig;
 use crate::engine::{self, DEFAULT_DECISION_TYPES};
-use crate::finding::{Finding, Report, Span};
-use crate::findings::Findings;
+use crate::finding::Finding;
+use crate::finding_store::Findings;
+use crate::report_model::{Report, Span};
 use chrono::DateTime;
 use datafusion::arrow::array::Int64Array;
 use datafusion::error::Result;

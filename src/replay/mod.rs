@@ -13,8 +13,9 @@ mod render;
 mod state;
 
 use crate::audit::{AuditConfig, AuditError, audit_ingested, block_on};
-use crate::finding::{Finding, Span, fmt_instant};
+use crate::finding::{Finding, fmt_instant};
 use crate::ingest::Ingested;
+use crate::report_model::Span;
 use chrono::{DateTime, Utc};
 use serde::{Serialize, Serializer};
 

@@ -3,10 +3,9 @@
 //! machine-readable view of a finding has the same shape.
 
 use super::identity_holds;
-use crate::finding::{
-    BaselineState, EntryUse, Finding, InputSummary, Report, Severity, Suppression, fmt_instant,
-};
-use crate::findings::Findings;
+use crate::finding::{BaselineState, Finding, Severity, Suppression, fmt_instant};
+use crate::finding_store::Findings;
+use crate::report_model::{EntryUse, InputSummary, Report};
 use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use std::io::Write;

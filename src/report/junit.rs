@@ -6,7 +6,8 @@
 //! `hvaudit.inputs`, errs when the inputs held no event.
 
 use super::clean;
-use crate::finding::{Finding, Report, fmt_instant};
+use crate::finding::{Finding, fmt_instant};
+use crate::report_model::Report;
 use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -5,7 +5,8 @@
 use super::{
     clean, file_line, finding_state, gate_notes, identity_holds, identity_word, top_tasks, verdict,
 };
-use crate::finding::{Finding, InputSummary, Report, Severity, fmt_instant};
+use crate::finding::{Finding, Severity, fmt_instant};
+use crate::report_model::{InputSummary, Report};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::io::{self, Write};

@@ -14,7 +14,7 @@ mod provenance;
 mod sarif;
 mod text;
 
-use crate::finding::Report;
+use crate::report_model::Report;
 use std::fmt;
 use std::io::Write;
 use std::str::FromStr;

@@ -8,7 +8,7 @@
 //! found.
 
 use super::json::FindingJson;
-use crate::finding::Report;
+use crate::report_model::Report;
 use datafusion::arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use datafusion::arrow::json::ReaderBuilder;
 use datafusion::parquet::arrow::ArrowWriter;
@@ -124,7 +124,8 @@ fn schema() -> SchemaRef {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::finding::{Finding, Gate, Location, Severity, Span};
+    use crate::finding::{Finding, Location, Severity};
+    use crate::report_model::{Gate, Span};
     use datafusion::arrow::array::{Array, AsArray};
     use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 

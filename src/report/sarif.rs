@@ -3,8 +3,9 @@
 //! Nothing time- or machine-dependent is written, so runs diff cleanly.
 
 use super::identity_holds;
-use crate::finding::{Finding, InputSummary, Location, Report, RuleMeta, Severity, fmt_instant};
-use crate::findings::Findings;
+use crate::finding::{Finding, Location, Severity, fmt_instant};
+use crate::finding_store::Findings;
+use crate::report_model::{InputSummary, Report, RuleMeta};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Value, json};
 use serde_sarif::sarif;

@@ -1,7 +1,8 @@
 //! Rule and view files: the embedded set and the user's own, with their
 //! metadata headers.
 
-use crate::finding::{RuleMeta, Severity};
+use crate::finding::Severity;
+use crate::report_model::RuleMeta;
 use std::path::Path;
 
 mod embedded {

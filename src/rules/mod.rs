@@ -5,7 +5,7 @@ pub mod ev_table;
 pub mod helpers;
 pub mod reference;
 
-use crate::findings::{Compact, Findings, Interner, Place, Places, Row, RuleLabel};
+use crate::finding_store::{Compact, Findings, Interner, Place, Places, Row, RuleLabel};
 use catalog::Catalog;
 use chrono::{DateTime, Utc};
 use datafusion::arrow::array::{Array, AsArray, BooleanArray, ListArray, RecordBatch, StringArray};
@@ -466,18 +466,24 @@ impl Dependencies {
 /// the 6 GB in-place audit under 2G peaked at 3.0-4.5 GB with 3 at once,
 /// 2.35 GB with 2, in the same time.
 fn jobs_at_once(memory_limited: bool) -> usize {
-    std::env::var("HVAUDIT_RULES_AT_ONCE")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|n| *n > 0)
-        .unwrap_or_else(|| {
-            let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-            if memory_limited {
-                cores
-            } else {
-                (cores + 1).max(3)
-            }
-        })
+    let given = std::env::var("HVAUDIT_RULES_AT_ONCE").ok().and_then(|v| {
+        let n = v.parse().ok().filter(|n| *n > 0);
+        if n.is_none() {
+            eprintln!(
+                "hvaudit: warning: HVAUDIT_RULES_AT_ONCE={v:?} is not a count above 0; \
+                 the default is used"
+            );
+        }
+        n
+    });
+    given.unwrap_or_else(|| {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        if memory_limited {
+            cores
+        } else {
+            (cores + 1).max(3)
+        }
+    })
 }
 
 /// One rule's rows, turned into compact rows batch by batch as the query

@@ -2,8 +2,9 @@
 //! here so the template only places numbers and labels; labels are plain
 //! strings that the template's autoescaping escapes like any other value.
 
-use crate::finding::{Report, Severity, TimeBucket};
+use crate::finding::Severity;
 use crate::report::clean;
+use crate::report_model::{Report, TimeBucket};
 use chrono::{DateTime, Utc};
 use minijinja::Value;
 use std::collections::BTreeMap;
