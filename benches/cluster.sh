@@ -10,8 +10,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/hvaudit-target}"
 PROFILE="${PROFILE:-release}"
-if [ "$PROFILE" = debug ]; then cargo build --quiet; else cargo build --release --quiet; fi
-BIN="$CARGO_TARGET_DIR/$PROFILE/hvaudit"
+if [ -z "${BIN:-}" ]; then # BIN=path/to/hvaudit times a given binary
+  if [ "$PROFILE" = debug ]; then cargo build --quiet; else cargo build --release --quiet; fi
+  BIN="$CARGO_TARGET_DIR/$PROFILE/hvaudit"
+fi
 SIZE="${1:-1G}"
 WORK="${BENCH_DIR:-$(mktemp -d)}"
 LOG="$WORK/synth-$SIZE.ndjson"
