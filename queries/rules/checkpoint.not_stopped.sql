@@ -42,11 +42,15 @@ stops AS (
 ),
 closers AS (
     -- what ends a stop: a resume, the task's terminal event, or a later stop
-    -- point (work after it is attributed to that one)
+    -- point (work after it is attributed to that one). The branches agree in
+    -- nullability (coalesce of values the filter keeps non-null): a union's
+    -- rows keep their branch's schema, and a cluster's shuffle writer checks
+    -- them against the union's.
     SELECT task_key, seq, created_us FROM ev
     WHERE type = 'interruption.resumed' AND task_key IS NOT NULL
     UNION ALL
-    SELECT task_key, term_seq, term_us FROM tasks WHERE term_seq IS NOT NULL
+    SELECT task_key, coalesce(term_seq, 0), coalesce(term_us, 0) FROM tasks
+    WHERE term_seq IS NOT NULL
     UNION ALL
     SELECT task_key, seq, created_us FROM stops
 ),

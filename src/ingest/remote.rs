@@ -3,8 +3,8 @@
 //! DataFusion reads Parquet with, so the loaded read, `--in-place` scans and
 //! a cluster's executors all reach the same objects.
 //!
-//! NDJSON is streamed in ranged reads of `BLOCK` bytes, one read ahead, so
-//! memory stays bounded whatever the object's size; Parquet is read by
+//! NDJSON is streamed in ranged reads of `BLOCK` bytes, `READS_AHEAD` of
+//! them in flight, so memory stays bounded whatever the object's size; Parquet is read by
 //! ranges (the footer, then the column chunks a reader needs). Every read
 //! is retried with backoff by the store; one that finally fails names the
 //! object and the offset.
@@ -279,54 +279,56 @@ impl RemoteObject {
         Ok(sniff(&self.read_range(0, 4)?))
     }
 
-    /// A reader of the whole object from `start`, one block read ahead.
+    /// A reader of the whole object from `start`, a few blocks read ahead.
     pub fn reader_from(&self, start: u64) -> ObjectReader {
         ObjectReader {
             object: self.clone(),
             pos: start,
             current: bytes::Bytes::new(),
-            ahead: None,
+            ahead: Default::default(),
         }
     }
 }
 
 /// Reads an object front to back in ranged reads of `BLOCK` bytes, the next
-/// one asked for while the current one is consumed.
+/// ones asked for while the current one is consumed.
 pub struct ObjectReader {
     object: RemoteObject,
     /// Offset of the first byte not yet in `current` or asked for.
     pos: u64,
     current: bytes::Bytes,
-    ahead: Option<(
-        u64,
-        tokio::task::JoinHandle<object_store::Result<bytes::Bytes>>,
-    )>,
+    /// Reads asked for and not yet consumed, in order: (offset, read).
+    ahead: std::collections::VecDeque<(u64, PendingRead)>,
 }
 
+type PendingRead = tokio::task::JoinHandle<object_store::Result<bytes::Bytes>>;
+
 impl ObjectReader {
+    /// Keep `READS_AHEAD` reads in flight (fewer near the end).
     fn ask(&mut self) {
-        if self.pos >= self.object.size {
-            return;
+        while self.ahead.len() < READS_AHEAD && self.pos < self.object.size {
+            let end = (self.pos + BLOCK).min(self.object.size);
+            let (store, location) = (Arc::clone(&self.object.store), self.object.location.clone());
+            let range = self.pos..end;
+            let read = io_runtime().spawn(async move { store.get_range(&location, range).await });
+            self.ahead.push_back((self.pos, read));
+            self.pos = end;
         }
-        let end = (self.pos + BLOCK).min(self.object.size);
-        let (store, location) = (Arc::clone(&self.object.store), self.object.location.clone());
-        let range = self.pos..end;
-        let task = io_runtime().spawn(async move { store.get_range(&location, range).await });
-        self.ahead = Some((self.pos, task));
-        self.pos = end;
     }
 }
+
+/// Ranged reads in flight per object: a store answers each at its own
+/// pace, so several at once keep the parser fed (memory: this many blocks).
+const READS_AHEAD: usize = 4;
 
 impl Read for ObjectReader {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         if self.current.is_empty() {
-            if self.ahead.is_none() {
-                self.ask();
-            }
-            let Some((offset, task)) = self.ahead.take() else {
+            self.ask();
+            let Some((offset, read)) = self.ahead.pop_front() else {
                 return Ok(0);
             };
-            let got = match futures::executor::block_on(task) {
+            let got = match futures::executor::block_on(read) {
                 Ok(r) => r,
                 Err(e) => std::panic::resume_unwind(e.into_panic()),
             };
@@ -337,6 +339,16 @@ impl Read for ObjectReader {
         buf[..n].copy_from_slice(&self.current[..n]);
         self.current = self.current.slice(n..);
         Ok(n)
+    }
+}
+
+impl Drop for ObjectReader {
+    /// A reader dropped before its end (an error, a stopped read) cancels
+    /// the reads it had asked for.
+    fn drop(&mut self) {
+        for (_, read) in &self.ahead {
+            read.abort();
+        }
     }
 }
 
