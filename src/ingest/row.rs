@@ -56,6 +56,8 @@ impl Finishing<'_> {
 /// numbers empty in most rows, collected sparsely;
 /// `flag_or_null`: a boolean or null;
 /// `text`, `text_or_null`: text (a value in every row, or not);
+/// `json_text`: raw JSON text in every row, a nullable column in the layout
+/// (layout 2 declared it so, and files written then must keep matching);
 /// `envelope_text`: text or null, the envelope member of the column's name
 /// as written (set through [`Row::envelope_string`]);
 /// `category`, `fixed_category` (a `&'static str`), `envelope_category`:
@@ -72,6 +74,7 @@ macro_rules! column_slot {
     (slot instant_or_null) => { NumberColumn<TimestampMicrosecondType> };
     (slot flag_or_null) => { BooleanBuilder };
     (slot text) => { TextColumn };
+    (slot json_text) => { TextColumn };
     (slot text_or_null) => { TextColumn };
     (slot envelope_text) => { TextColumn };
     (slot fixed_category) => { CategoryColumn };
@@ -86,6 +89,7 @@ macro_rules! column_slot {
         BooleanBuilder::with_capacity($rows)
     };
     (init text, $rows:expr, $text:expr, $file:expr) => { text_column($text) };
+    (init json_text, $rows:expr, $text:expr, $file:expr) => { text_column($text) };
     (init text_or_null, $rows:expr, $text:expr, $file:expr) => { text_column($text) };
     (init envelope_text, $rows:expr, $text:expr, $file:expr) => { text_column($text) };
     (init file, $rows:expr, $text:expr, $file:expr) => { Arc::clone($file) };
@@ -99,6 +103,7 @@ macro_rules! column_slot {
     (push instant_or_null, $slot:expr, $row:expr, $value:expr) => { $slot.push($row, $value) };
     (push flag_or_null, $slot:expr, $row:expr, $value:expr) => { $slot.append_option($value) };
     (push text, $slot:expr, $row:expr, $value:expr) => { $slot.push($row, &$value) };
+    (push json_text, $slot:expr, $row:expr, $value:expr) => { $slot.push($row, &$value) };
     (push category, $slot:expr, $row:expr, $value:expr) => { $slot.push($row, &$value) };
     (push fixed_category, $slot:expr, $row:expr, $value:expr) => { $slot.push($row, $value) };
     (push text_or_null, $slot:expr, $row:expr, $value:expr) => { push_some(&mut $slot, $row, &$value) };
@@ -154,6 +159,7 @@ macro_rules! column_slot {
     (finish $kind:ident, $slot:expr, $at:expr) => { $slot.finish($at.rows) };
 
     (text_shape text, $slot:expr) => { Some(($slot.values(), $slot.text_bytes())) };
+    (text_shape json_text, $slot:expr) => { Some(($slot.values(), $slot.text_bytes())) };
     (text_shape text_or_null, $slot:expr) => { Some(($slot.values(), $slot.text_bytes())) };
     (text_shape envelope_text, $slot:expr) => { Some(($slot.values(), $slot.text_bytes())) };
     (text_shape $kind:ident, $slot:expr) => { None::<(usize, usize)> };
@@ -313,6 +319,9 @@ macro_rules! event_rows {
         event_rows!(@sort [$($row)* pub $field: Option<bool>,] [$($envelope)*] $($rest)*);
     };
     (@sort [$($row:tt)*] [$($envelope:tt)*] $field:ident: text, $($rest:tt)*) => {
+        event_rows!(@sort [$($row)* pub $field: Cow<'a, str>,] [$($envelope)*] $($rest)*);
+    };
+    (@sort [$($row:tt)*] [$($envelope:tt)*] $field:ident: json_text, $($rest:tt)*) => {
         event_rows!(@sort [$($row)* pub $field: Cow<'a, str>,] [$($envelope)*] $($rest)*);
     };
     (@sort [$($row:tt)*] [$($envelope:tt)*] $field:ident: category, $($rest:tt)*) => {

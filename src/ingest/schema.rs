@@ -120,7 +120,7 @@ macro_rules! events_columns {
             // first payload-schema violation, when the type has a payload schema
             payload_error: text_or_null,
             // raw JSON text
-            payload: text,
+            payload: json_text,
             delivery: text_or_null,
             evidence_chain: text_or_null,
             // unknown top-level fields as one JSON object (tenant_id, actor_id, ...)
@@ -146,6 +146,7 @@ macro_rules! column_kind {
     (data_type instant) => { $crate::ingest::schema::instant_type() };
     (data_type instant_or_null) => { $crate::ingest::schema::instant_type() };
     (data_type text) => { ::datafusion::arrow::datatypes::DataType::Utf8 };
+    (data_type json_text) => { ::datafusion::arrow::datatypes::DataType::Utf8 };
     (data_type text_or_null) => { ::datafusion::arrow::datatypes::DataType::Utf8 };
     (data_type envelope_text) => { ::datafusion::arrow::datatypes::DataType::Utf8 };
     (data_type file) => { $crate::ingest::schema::category_type() };
@@ -159,6 +160,7 @@ macro_rules! column_kind {
     (nullable flag_or_null) => { true };
     (nullable instant_or_null) => { true };
     (nullable text_or_null) => { true };
+    (nullable json_text) => { true };
     (nullable envelope_text) => { true };
     (nullable envelope_category) => { true };
     (nullable $kind:ident) => { false };
@@ -321,5 +323,101 @@ mod tests {
                 "README.md lists {name}, not a column"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+
+    /// Layout 2's events columns as `convert` wrote them (name, type,
+    /// nullable). Files keep the layout they were written with, and a reader
+    /// takes a file as its own only when its columns are exactly these: a
+    /// change here without a new `LAYOUT_VERSION` (and a reader for the old
+    /// one) would read every earlier file as foreign Parquet.
+    const LAYOUT_2_EVENTS: &str = "
+seq Int64 false
+src_file Dictionary(Int32, Utf8) false
+src_line Int64 false
+redeliveries Int64 false
+version Int32 false
+dialect Dictionary(Int32, Utf8) false
+spec_version Utf8 true
+aep_version Utf8 true
+id Utf8 false
+type Dictionary(Int32, Utf8) false
+source Dictionary(Int32, Utf8) false
+target Dictionary(Int32, Utf8) true
+topic Utf8 true
+session_id Utf8 true
+conversation_id Utf8 true
+task_id Utf8 true
+parent_task_id Utf8 true
+env_parent_task_id Utf8 true
+correlation_id Utf8 true
+causation_id Utf8 true
+created_at Timestamp(Microsecond, Some(\"UTC\")) false
+created_us Int64 false
+expires_at Timestamp(Microsecond, Some(\"UTC\")) true
+delivery_mode Utf8 true
+delivery_sequence Int64 true
+delivery_cursor Utf8 true
+payload_schema Utf8 true
+belief_status Utf8 true
+belief_scope Utf8 true
+confidence Float64 true
+valid_from Timestamp(Microsecond, Some(\"UTC\")) true
+valid_until Timestamp(Microsecond, Some(\"UTC\")) true
+stale_after Utf8 true
+stale_after_ms Int64 true
+stale_at Timestamp(Microsecond, Some(\"UTC\")) true
+refresh_hint Utf8 true
+delegated_by Utf8 true
+delegated_to Utf8 true
+handoff_token Utf8 true
+checkpoint_id Utf8 true
+checkpoint_at Timestamp(Microsecond, Some(\"UTC\")) true
+interruption_policy Utf8 true
+compensation_id Utf8 true
+source_trust Utf8 true
+attestation_count Float64 true
+data_provenance Utf8 true
+evidence_len Int32 true
+token_structured Boolean true
+token_error Utf8 true
+token_iss Utf8 true
+token_sub Utf8 true
+token_task_id Utf8 true
+token_parent_task_id Utf8 true
+token_iat Timestamp(Microsecond, Some(\"UTC\")) true
+token_exp Timestamp(Microsecond, Some(\"UTC\")) true
+token_jti Utf8 true
+p_task_id Utf8 true
+p_parent_task_id Utf8 true
+grace_period_ms Int64 true
+error_code Utf8 true
+fact_id Utf8 true
+original_event_id Utf8 true
+p_checkpoint_id Utf8 true
+filter_types Utf8 true
+filter_source Utf8 true
+filter_target Utf8 true
+filter_topic Utf8 true
+payload_error Utf8 true
+payload Utf8 true
+delivery Utf8 true
+evidence_chain Utf8 true
+extra Utf8 true
+";
+
+    #[test]
+    fn the_events_columns_are_layout_2_as_written() {
+        let actual: Vec<String> = EVENTS
+            .fields()
+            .iter()
+            .map(|f| format!("{} {:?} {}", f.name(), f.data_type(), f.is_nullable()))
+            .collect();
+        assert_eq!(LAYOUT_VERSION, "2");
+        assert_eq!(actual.join("\n"), LAYOUT_2_EVENTS.trim());
     }
 }
