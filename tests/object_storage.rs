@@ -303,44 +303,51 @@ fn fails_with(cmd: &mut Command, words: &str) -> String {
 fn each_kind_of_store_error_exits_2_saying_what_to_do() {
     put("errors/log.ndjson", b"{}\n".to_vec());
     put("errors/notes/readme.txt", b"not a log\n".to_vec());
-    fails_with(
-        hvaudit().args(["audit", "s3://no-such-bucket/x.ndjson"]),
-        "the bucket does not exist",
-    );
-    fails_with(
-        hvaudit().args(["audit", "s3://logs/errors/missing.ndjson"]),
-        "no such object",
-    );
-    fails_with(
-        hvaudit().args(["audit", "s3://logs/errors/notes/"]),
-        "holds no log file",
-    );
-    fails_with(
-        hvaudit()
-            .args(["audit", "s3://logs/errors/log.ndjson"])
-            .env("AWS_SKIP_SIGNATURE", "true"),
-        "access denied",
-    );
-    let err = fails_with(
-        hvaudit()
-            .args(["audit", "s3://logs/errors/log.ndjson"])
-            .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9"),
-        "cannot reach the endpoint",
-    );
-    assert!(err.contains("--endpoint"), "{err}");
-    fails_with(
-        hvaudit()
-            .args(["audit", "s3://logs/errors/log.ndjson"])
-            .env_remove("AWS_ACCESS_KEY_ID")
-            .env_remove("AWS_SECRET_ACCESS_KEY"),
-        "no credentials found",
-    );
-    fails_with(
-        hvaudit()
-            .args(["audit", "s3://logs/errors/log.ndjson"])
-            .env("AWS_PROFILE", "nobody"),
-        "AWS_PROFILE names the profile",
-    );
+    // (object, environment changes: a value to set or None to unset, words)
+    let log = "s3://logs/errors/log.ndjson";
+    let cases: [(&str, &[(&str, Option<&str>)], &str); 7] = [
+        (
+            "s3://no-such-bucket/x.ndjson",
+            &[],
+            "the bucket does not exist",
+        ),
+        ("s3://logs/errors/missing.ndjson", &[], "no such object"),
+        ("s3://logs/errors/notes/", &[], "holds no log file"),
+        (
+            log,
+            &[("AWS_SKIP_SIGNATURE", Some("true"))],
+            "access denied",
+        ),
+        (
+            log,
+            &[("AWS_ENDPOINT_URL", Some("http://127.0.0.1:9"))],
+            "cannot reach the endpoint",
+        ),
+        (
+            log,
+            &[("AWS_ACCESS_KEY_ID", None), ("AWS_SECRET_ACCESS_KEY", None)],
+            "no credentials found",
+        ),
+        (
+            log,
+            &[("AWS_PROFILE", Some("nobody"))],
+            "AWS_PROFILE names the profile",
+        ),
+    ];
+    for (object, env, words) in cases {
+        let mut cmd = hvaudit();
+        cmd.args(["audit", object]);
+        for (key, value) in env {
+            match value {
+                Some(v) => cmd.env(key, v),
+                None => cmd.env_remove(key),
+            };
+        }
+        let err = fails_with(&mut cmd, words);
+        if words == "cannot reach the endpoint" {
+            assert!(err.contains("--endpoint"), "{err}");
+        }
+    }
 }
 
 #[test]
