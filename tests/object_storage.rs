@@ -299,13 +299,16 @@ fn fails_with(cmd: &mut Command, words: &str) -> String {
     err
 }
 
+/// An environment variable to set, or (None) to unset.
+type EnvChange<'a> = (&'a str, Option<&'a str>);
+
+/// (object, environment changes, words of the message) per error class.
 #[test]
 fn each_kind_of_store_error_exits_2_saying_what_to_do() {
     put("errors/log.ndjson", b"{}\n".to_vec());
     put("errors/notes/readme.txt", b"not a log\n".to_vec());
-    // (object, environment changes: a value to set or None to unset, words)
     let log = "s3://logs/errors/log.ndjson";
-    let cases: [(&str, &[(&str, Option<&str>)], &str); 7] = [
+    let cases: [(&str, &[EnvChange], &str); 7] = [
         (
             "s3://no-such-bucket/x.ndjson",
             &[],
