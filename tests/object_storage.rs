@@ -115,14 +115,22 @@ fn hvaudit() -> Command {
     let mut cmd = Command::cargo_bin("hvaudit").unwrap();
     cmd.env_remove("AWS_PROFILE")
         .env("HOME", std::env::temp_dir().join("hvaudit-no-home"))
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ENDPOINT_URL", endpoint())
-        .env("AWS_ALLOW_HTTP", "true")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .envs(store_env())
         .arg("--no-config");
     cmd
+}
+
+/// The store's credentials, region and endpoint as the AWS variables, with
+/// the instance-metadata service turned off.
+fn store_env() -> [(&'static str, String); 6] {
+    [
+        ("AWS_ACCESS_KEY_ID", "test".into()),
+        ("AWS_SECRET_ACCESS_KEY", "test".into()),
+        ("AWS_REGION", "us-east-1".into()),
+        ("AWS_ENDPOINT_URL", endpoint()),
+        ("AWS_ALLOW_HTTP", "true".into()),
+        ("AWS_EC2_METADATA_DISABLED", "true".into()),
+    ]
 }
 
 /// A log split in three, plain, gzip and zstd, plus a shipper's file with
@@ -506,12 +514,7 @@ impl Cluster {
         let spawn = |args: Vec<String>| {
             let mut cmd = std::process::Command::new(&bin);
             cmd.args(&args)
-                .env("AWS_ACCESS_KEY_ID", "test")
-                .env("AWS_SECRET_ACCESS_KEY", "test")
-                .env("AWS_REGION", "us-east-1")
-                .env("AWS_ENDPOINT_URL", endpoint())
-                .env("AWS_ALLOW_HTTP", "true")
-                .env("AWS_EC2_METADATA_DISABLED", "true")
+                .envs(store_env())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null());
             cmd.spawn().unwrap()

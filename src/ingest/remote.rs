@@ -144,7 +144,7 @@ pub fn expand(arg: &str) -> Result<Expanded, RemoteError> {
         }
         let pattern =
             glob::Pattern::new(&named.key).map_err(|e| fail(format!("bad glob pattern: {e}")))?;
-        let prefix = &named.key[..named.key[..at].rfind('/').map_or(0, |s| s + 1)];
+        let prefix = folder_of(&named.key[..at]);
         let options = glob::MatchOptions {
             require_literal_separator: true,
             ..Default::default()
@@ -206,6 +206,11 @@ pub fn expand(arg: &str) -> Result<Expanded, RemoteError> {
         }
     }
     Ok(out)
+}
+
+/// A key up to and with its last `/` (empty for a key at the top).
+fn folder_of(key: &str) -> &str {
+    &key[..key.rfind('/').map_or(0, |s| s + 1)]
 }
 
 /// The shown URL up to the key: `s3://bucket/`.
@@ -474,11 +479,10 @@ impl TempPrefix {
             return Err("an http(s) server cannot hold the views; pass --spill-dir".into());
         }
         let store = store_for(&named.base)?;
-        let dir = match named.key.find(['*', '?', '[']) {
-            Some(at) => &named.key[..named.key[..at].rfind('/').map_or(0, |s| s + 1)],
-            None if named.key.ends_with('/') => named.key.as_str(),
-            None => &named.key[..named.key.rfind('/').map_or(0, |s| s + 1)],
-        };
+        // The folder of the object or of the pattern's first wildcard, or
+        // the prefix itself (ending in `/`).
+        let literal = named.key.split(['*', '?', '[']).next().unwrap_or_default();
+        let dir = folder_of(literal);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
