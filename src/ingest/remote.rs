@@ -333,7 +333,7 @@ impl Read for ObjectReader {
             let Some((offset, read)) = self.ahead.pop_front() else {
                 return Ok(0);
             };
-            let got = match futures::executor::block_on(read) {
+            let got = match wait(read) {
                 Ok(r) => r,
                 Err(e) => std::panic::resume_unwind(e.into_panic()),
             };
@@ -426,7 +426,7 @@ impl ObjectWriter {
     pub fn finish(mut self) -> std::io::Result<()> {
         let upload = self.upload.take().expect("finished once");
         let _in_runtime = io_runtime().enter();
-        futures::executor::block_on(upload.finish())
+        wait(upload.finish())
             .map(|_| ())
             .map_err(|e| std::io::Error::other(format!("{}: {}", self.url, explain(&e))))
     }
@@ -438,7 +438,7 @@ impl std::io::Write for ObjectWriter {
         let _in_runtime = io_runtime().enter();
         let upload = self.upload()?;
         // Bounded memory: wait while too many parts are in flight.
-        futures::executor::block_on(upload.wait_for_capacity(PARTS_IN_FLIGHT))
+        wait(upload.wait_for_capacity(PARTS_IN_FLIGHT))
             .map_err(|e| std::io::Error::other(format!("{url}: {}", explain(&e))))?;
         upload.write(buf);
         Ok(buf.len())
@@ -455,7 +455,7 @@ impl Drop for ObjectWriter {
             let _in_runtime = io_runtime().enter();
             // A failed abort leaves only invisible parts, which the store's
             // lifecycle rule for incomplete uploads reclaims.
-            let _ = futures::executor::block_on(upload.abort());
+            let _ = wait(upload.abort());
         }
     }
 }
@@ -547,13 +547,21 @@ fn io_runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
+/// Block this thread until `future` is done. Outside Tokio's budget: a
+/// thread inside a runtime (an audit's queries) that has spent its budget
+/// would get `Pending` from every Tokio future, with an immediate wake-up,
+/// and spin forever, since the runtime never gets to renew the budget.
+fn wait<F: std::future::Future>(future: F) -> F::Output {
+    futures::executor::block_on(tokio::task::unconstrained(future))
+}
+
 /// Run `work` on the I/O runtime and wait for it from any thread.
 pub fn block<F>(work: F) -> F::Output
 where
     F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    match futures::executor::block_on(io_runtime().spawn(work)) {
+    match wait(io_runtime().spawn(work)) {
         Ok(out) => out,
         Err(e) => std::panic::resume_unwind(e.into_panic()),
     }
@@ -889,6 +897,36 @@ mod tests {
         );
         assert!(parse("https://host/a.ndjson?sig=x").is_err());
         assert!(parse("s3:///key").is_err());
+    }
+
+    /// An audit's queries read object ranges from inside a runtime; past
+    /// Tokio's per-task budget (128 polls) each wait used to spin forever.
+    #[test]
+    fn reads_from_inside_a_runtime_go_on_past_its_budget() {
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let (s, location) = (Arc::clone(&store), ObjectPath::from("log.ndjson"));
+        block(async move { s.put(&location, b"{}\n{}\n".to_vec().into()).await }).unwrap();
+        let object = RemoteObject {
+            store,
+            location: ObjectPath::from("log.ndjson"),
+            size: 6,
+            url: "memory:///log.ndjson".into(),
+        };
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                for _ in 0..1000 {
+                    assert_eq!(&object.read_range(0, 3).unwrap()[..], b"{}\n");
+                }
+            });
+            done.send(()).unwrap();
+        });
+        finished
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("1000 reads from inside a runtime finish");
     }
 
     #[test]
