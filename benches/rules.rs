@@ -1,7 +1,7 @@
 //! The whole rule set over an in-memory table (events/s).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use hvaudit::audit::{AuditConfig, audit_ingested, block_on};
+use hvaudit::audit::{Audit, AuditConfig};
 use hvaudit::ingest::{IngestOptions, ingest};
 use hvaudit::synth::{SynthOptions, generate};
 
@@ -19,13 +19,13 @@ fn bench_rules(c: &mut Criterion) {
     generate(&opts, &mut log, &mut std::io::sink()).expect("generate");
     drop(log);
     let ingested = ingest(std::slice::from_ref(&path), &IngestOptions::default()).expect("ingest");
-    let cfg = AuditConfig::default();
-    let catalog = cfg.catalog().expect("rules load");
+    let audit = Audit::new(AuditConfig::default());
+    let catalog = audit.catalog().expect("rules load");
     let mut group = c.benchmark_group("rules");
     group.throughput(Throughput::Elements(ingested.total().events));
     group.sample_size(10);
     group.bench_function("all_rules_64MB", |b| {
-        b.iter(|| block_on(audit_ingested(&cfg, &catalog, &ingested)).expect("audit"))
+        b.iter(|| audit.rules_over(&catalog, &ingested).expect("audit"))
     });
     group.finish();
 }

@@ -48,14 +48,6 @@ pub struct AuditConfig {
 }
 
 impl AuditConfig {
-    pub fn ingest_options(&self) -> IngestOptions {
-        IngestOptions {
-            token_format: self.token_format,
-            allow_empty: self.allow_empty,
-            ..Default::default()
-        }
-    }
-
     /// Where spill files and in-place views go: `--spill-dir`, else the
     /// system temp directory.
     pub fn spill_dir_or_default(&self) -> PathBuf {
@@ -121,11 +113,110 @@ pub enum AuditError {
     Disturbed(#[from] Disturbed),
 }
 
-/// Run the audit end to end.
-pub fn run_audit(cfg: &AuditConfig) -> Result<Report, AuditError> {
-    let catalog = cfg.catalog()?;
-    let ingested = ingest(&cfg.inputs, &cfg.ingest_options())?;
-    block_on(audit_ingested(cfg, &catalog, &ingested))
+/// Where an audit's rules run.
+#[derive(Debug, Clone, Default)]
+pub enum Mode {
+    /// Read the inputs (NDJSON or Parquet) into memory, then run the rules.
+    #[default]
+    Loaded,
+    /// Run the rules over `convert`'s Parquet where it lies.
+    InPlace,
+    /// Run the rules on a Ballista cluster (`df://HOST:PORT`) over
+    /// `convert`'s Parquet; given up after `timeout`.
+    #[cfg(feature = "cluster")]
+    Cluster {
+        url: String,
+        timeout: std::time::Duration,
+    },
+}
+
+/// One audit, from its inputs to a `Report`: the configuration (rules,
+/// engine, time window), how the inputs are read and where the rules run.
+/// `hvaudit audit` and the tests both go through it:
+///
+/// ```no_run
+/// # use hvaudit::audit::{Audit, AuditConfig};
+/// let report = Audit::new(AuditConfig {
+///     inputs: vec!["samples/quickstart.ndjson".into()],
+///     ..Default::default()
+/// })
+/// .run()?;
+/// # Ok::<(), hvaudit::audit::AuditError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Audit {
+    config: AuditConfig,
+    reading: IngestOptions,
+    mode: Mode,
+}
+
+impl Audit {
+    /// Loaded, with the default reading options.
+    pub fn new(config: AuditConfig) -> Audit {
+        Audit {
+            reading: IngestOptions::default(),
+            mode: Mode::Loaded,
+            config,
+        }
+        .reading(IngestOptions::default())
+    }
+
+    /// Read the inputs with `opts` (line limit, rejected lines kept,
+    /// threads, progress counter); the token format and whether empty
+    /// inputs are accepted stay the configuration's.
+    pub fn reading(mut self, opts: IngestOptions) -> Audit {
+        self.reading = IngestOptions {
+            token_format: self.config.token_format,
+            allow_empty: self.config.allow_empty,
+            ..opts
+        };
+        self
+    }
+
+    /// Run where `mode` says.
+    pub fn mode(mut self, mode: Mode) -> Audit {
+        self.mode = mode;
+        self
+    }
+
+    pub fn config(&self) -> &AuditConfig {
+        &self.config
+    }
+
+    pub fn ingest_options(&self) -> &IngestOptions {
+        &self.reading
+    }
+
+    /// The rule set the configuration selects.
+    pub fn catalog(&self) -> Result<Catalog, AuditError> {
+        self.config.catalog()
+    }
+
+    /// Run it end to end with the configuration's rule set.
+    pub fn run(&self) -> Result<Report, AuditError> {
+        self.run_with(&self.catalog()?)
+    }
+
+    /// Run it end to end with `catalog`.
+    pub fn run_with(&self, catalog: &Catalog) -> Result<Report, AuditError> {
+        match &self.mode {
+            Mode::Loaded => {
+                let ingested = ingest(&self.config.inputs, &self.reading)?;
+                self.rules_over(catalog, &ingested)
+            }
+            Mode::InPlace => block_on(audit_in_place(&self.config, catalog)),
+            #[cfg(feature = "cluster")]
+            Mode::Cluster { url, timeout } => {
+                block_on(audit_cluster(&self.config, catalog, url, *timeout))
+            }
+        }
+    }
+
+    /// The rules over tables the caller read itself (`hvaudit audit` reads
+    /// them with a progress bar and its `--bad-lines` output).
+    pub fn rules_over(&self, catalog: &Catalog, ingested: &Ingested) -> Result<Report, AuditError> {
+        block_on(audit_ingested(&self.config, catalog, ingested))
+    }
 }
 
 /// A multi-threaded runtime for the query engine, for callers without one.
@@ -138,7 +229,7 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
 }
 
 /// Run the rules over tables already ingested.
-pub async fn audit_ingested(
+pub(crate) async fn audit_ingested(
     cfg: &AuditConfig,
     catalog: &Catalog,
     ingested: &Ingested,
@@ -163,7 +254,10 @@ pub async fn audit_ingested(
 /// the files and nothing is loaded up front. The engine's memory limit
 /// bounds the query operators; the materialized views (per task, token or
 /// lifecycle event) are written as Parquet beside the spill files.
-pub async fn audit_in_place(cfg: &AuditConfig, catalog: &Catalog) -> Result<Report, AuditError> {
+pub(crate) async fn audit_in_place(
+    cfg: &AuditConfig,
+    catalog: &Catalog,
+) -> Result<Report, AuditError> {
     let usage = |e: anyhow::Error| AuditError::Usage(format!("{e:#}"));
     let files =
         crate::ingest::in_place::scan_inputs(&cfg.inputs, cfg.allow_empty).map_err(usage)?;
@@ -171,7 +265,7 @@ pub async fn audit_in_place(cfg: &AuditConfig, catalog: &Catalog) -> Result<Repo
 }
 
 /// `audit_in_place` of files already scanned.
-pub async fn audit_parquet_inputs(
+pub(crate) async fn audit_parquet_inputs(
     cfg: &AuditConfig,
     catalog: &Catalog,
     files: &crate::ingest::in_place::ParquetInputs,
@@ -200,7 +294,7 @@ async fn audit_files(
 /// written by `convert`; the report is assembled here. A run that has not
 /// finished after `timeout` is given up (`AuditError::Stalled`).
 #[cfg(feature = "cluster")]
-pub async fn audit_cluster(
+pub(crate) async fn audit_cluster(
     cfg: &AuditConfig,
     catalog: &Catalog,
     url: &str,

@@ -6,7 +6,7 @@
 
 use crate::ingest::{ev, query, upstream};
 use assert_cmd::Command;
-use hvaudit::audit::{AuditConfig, run_audit};
+use hvaudit::audit::{Audit, AuditConfig};
 use hvaudit::ingest::{IngestOptions, Ingested, ingest};
 use hvaudit::options::TokenFormat;
 use hvaudit::report::{Format, render};

@@ -14,7 +14,7 @@
 
 use base64::Engine as _;
 use hvaudit::Severity;
-use hvaudit::audit::{AuditConfig, run_audit};
+use hvaudit::audit::{Audit, AuditConfig};
 use hvaudit::gate::GateOptions;
 use hvaudit::ingest::{IngestOptions, ingest};
 use hvaudit::replay::{ReplayFormat, ReplayRequest, Scope, replay};
@@ -73,7 +73,7 @@ fn audited() -> &'static (PathBuf, Value) {
             inputs: vec![sample_dir()],
             ..Default::default()
         };
-        let mut report = run_audit(&cfg).expect("the sample audits");
+        let mut report = Audit::new(cfg.clone()).run().expect("the sample audits");
         // The CLI's default gate, so the header has a verdict to show.
         let gate = GateOptions {
             fail_on: Some(Severity::High),

@@ -6,7 +6,7 @@ use crate::common::{sql_csv, synth_log};
 use crate::forced_plans::{FORCED, audit_json, log_and_parquet};
 use assert_cmd::Command;
 use hvaudit::Report;
-use hvaudit::audit::{AuditConfig, audit_cluster, run_audit};
+use hvaudit::audit::{Audit, AuditConfig, Mode};
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
@@ -39,10 +39,11 @@ fn convert(inputs: &[&Path], out: &Path, shard: u16) {
 }
 
 fn local(dir: &Path) -> Report {
-    run_audit(&AuditConfig {
+    Audit::new(AuditConfig {
         inputs: vec![dir.to_path_buf()],
         ..Default::default()
     })
+    .run()
     .expect("local audit runs")
 }
 
@@ -51,9 +52,13 @@ fn on_cluster(dir: &Path) -> Result<Report, hvaudit::audit::AuditError> {
         inputs: vec![dir.to_path_buf()],
         ..Default::default()
     };
-    let catalog = cfg.catalog().unwrap();
-    let (rt, url) = &*CLUSTER;
-    rt.block_on(audit_cluster(&cfg, &catalog, url, DEADLINE))
+    let url = CLUSTER.1.clone();
+    Audit::new(cfg)
+        .mode(Mode::Cluster {
+            url,
+            timeout: DEADLINE,
+        })
+        .run()
 }
 
 /// Far above the few seconds each cluster run takes on a loaded machine (a

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 
 use hvaudit::Report;
-use hvaudit::audit::{AuditConfig, run_audit};
+use hvaudit::audit::{Audit, AuditConfig};
 
 /// Write `lines` as one NDJSON file and audit it with the config tweaked.
 pub fn audit_lines(lines: &[String], tweak: impl FnOnce(&mut AuditConfig)) -> Report {
@@ -13,7 +13,7 @@ pub fn audit_lines(lines: &[String], tweak: impl FnOnce(&mut AuditConfig)) -> Re
         ..Default::default()
     };
     tweak(&mut cfg);
-    run_audit(&cfg).expect("audit runs")
+    Audit::new(cfg.clone()).run().expect("audit runs")
 }
 
 /// The findings of one rule, as (task_id, event_ids).

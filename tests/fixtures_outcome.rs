@@ -6,7 +6,7 @@
 use crate::ingest::upstream;
 use assert_cmd::Command;
 use hvaudit::Severity;
-use hvaudit::audit::{AuditConfig, run_audit};
+use hvaudit::audit::{Audit, AuditConfig};
 
 /// (fixture, rule, event id or "line:N" for a rejected line)
 const EXPECTED: &[(&str, &str, &str)] = &[
@@ -89,7 +89,7 @@ fn upstream_fixtures_give_the_outcome_of_spec_notes_section_9() {
                 inputs: vec![path.clone()],
                 ..Default::default()
             };
-            let report = run_audit(&cfg).expect("audit runs");
+            let report = Audit::new(cfg.clone()).run().expect("audit runs");
             assert!(
                 report.rule_errors.is_empty(),
                 "{name}: {:?}",

@@ -6,7 +6,7 @@
 //! rule, random seed, 50-200 KB). Few cases, so the module stays fast in CI.
 
 use assert_cmd::Command;
-use hvaudit::audit::{AuditConfig, run_audit};
+use hvaudit::audit::{Audit, AuditConfig};
 use hvaudit::ingest::normalize::{NormalizeOptions, parse_line};
 use hvaudit::ingest::{IngestOptions, ingest};
 use hvaudit::synth::{SynthOptions, generate};
@@ -90,10 +90,11 @@ fn split(dir: &Path, lines: &[Vec<u8>], n: usize, dice: &mut Dice) -> Vec<PathBu
 }
 
 fn findings(inputs: Vec<PathBuf>) -> Vec<Key> {
-    let report = run_audit(&AuditConfig {
+    let report = Audit::new(AuditConfig {
         inputs: inputs.clone(),
         ..Default::default()
     })
+    .run()
     .unwrap();
     assert!(report.rule_errors.is_empty(), "{:?}", report.rule_errors);
     let mut keys: Vec<Key> = report

@@ -3,7 +3,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::DateTime;
-use hvaudit::audit::{AuditConfig, run_audit};
+use hvaudit::audit::{Audit, AuditConfig};
 use hvaudit::options::TokenFormat;
 use hvaudit::synth::{SynthOptions, SynthStats, generate};
 use serde_json::Value;
@@ -244,7 +244,7 @@ fn audit_finds_exactly_the_planted_cases() {
             token_format: format,
             ..Default::default()
         };
-        let report = run_audit(&cfg).expect("audit runs");
+        let report = Audit::new(cfg.clone()).run().expect("audit runs");
         let expected: Vec<&Value> = truth
             .iter()
             .filter(|t| format == TokenFormat::Structured || t["requires"].is_null())

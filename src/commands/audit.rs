@@ -1,6 +1,6 @@
 //! `hvaudit audit`: ingest, run the rules, render the report.
 
-use crate::audit::{AuditConfig, audit_in_place, audit_ingested, block_on};
+use crate::audit::{Audit, AuditConfig, Mode};
 use crate::cli::AuditArgs;
 use crate::config::Config;
 use crate::gate::{GateOptions, baseline::Baseline, suppressions::Suppressions};
@@ -32,7 +32,13 @@ pub fn run(args: AuditArgs, config: &Config, quiet: bool) -> anyhow::Result<u8> 
     if args.format == report::Format::Parquet {
         crate::output::refuse_binary_to_terminal(args.output.as_deref())?;
     }
-    let catalog = cfg.catalog()?;
+    let audit = Audit::new(cfg).reading(super::reading_options(
+        &args.input,
+        super::MAX_BAD_LINES,
+        None,
+    ));
+    let cfg = audit.config();
+    let catalog = audit.catalog()?;
     // The gate's files are read before the audit: a typo in one must not
     // wait for a long run to be said.
     let gate_options = GateOptions {
@@ -57,17 +63,19 @@ pub fn run(args: AuditArgs, config: &Config, quiet: bool) -> anyhow::Result<u8> 
         super::report_stale(&cfg.spill_dir_or_default(), quiet, false);
     }
     let mut report = match &args.cluster {
-        Some(url) => on_cluster(&cfg, &catalog, url, args.timeout, quiet)?,
-        None if args.in_place => block_on(audit_in_place(&cfg, &catalog))?,
+        Some(url) => on_cluster(audit, &catalog, url, args.timeout, quiet)?,
+        None if args.in_place => audit.mode(Mode::InPlace).run_with(&catalog)?,
         None => {
             let outputs: Vec<(&str, &std::path::Path)> =
                 args.output.iter().map(|p| ("-o", p.as_path())).collect();
             let (found, skipped) = inputs::expand(&args.input.paths, args.input.allow_empty)?;
             match super::too_large(&args.input, &found, &outputs) {
-                Some(how) => audit_spilled(&cfg, &catalog, found, skipped, how, quiet)?,
+                Some(how) => audit_spilled(cfg, &catalog, found, skipped, how, quiet)?,
                 None => {
-                    let ingested = super::load_held(&args.input, found, skipped, quiet, &outputs)?;
-                    block_on(audit_ingested(&cfg, &catalog, &ingested))?
+                    let reading = audit.ingest_options().clone();
+                    let ingested =
+                        super::read_found(&args.input, reading, found, skipped, quiet, &outputs)?;
+                    audit.rules_over(&catalog, &ingested)?
                 }
             }
         }
@@ -161,7 +169,7 @@ fn audit_spilled(
         allow_empty: true,
         ..cfg.clone()
     };
-    let mut report = block_on(audit_in_place(&in_place, catalog))?;
+    let mut report = Audit::new(in_place).mode(Mode::InPlace).run_with(catalog)?;
     report.inputs = on_disk.ingested.inputs.clone();
     report.inputs.extend(
         on_disk
@@ -201,7 +209,7 @@ fn gate_summary(report: &crate::Report) -> String {
 
 #[cfg(feature = "cluster")]
 fn on_cluster(
-    cfg: &AuditConfig,
+    audit: Audit,
     catalog: &Catalog,
     url: &str,
     timeout: Option<std::time::Duration>,
@@ -209,10 +217,16 @@ fn on_cluster(
 ) -> anyhow::Result<crate::Report> {
     let timeout = crate::cli::cluster_timeout(timeout);
     // The views' directories that interrupted runs (and their jobs) left.
-    if let Ok(dir) = crate::audit::cluster_scratch_parent(cfg) {
+    if let Ok(dir) = crate::audit::cluster_scratch_parent(audit.config()) {
         super::report_stale(&dir, quiet, false);
     }
-    let report = block_on(crate::audit::audit_cluster(cfg, catalog, url, timeout))?;
+    let url = url.to_string();
+    let report = audit
+        .mode(Mode::Cluster {
+            url: url.clone(),
+            timeout,
+        })
+        .run_with(catalog)?;
     if !quiet {
         let total = crate::InputSummary::total(&report.inputs);
         eprintln!(
@@ -227,7 +241,7 @@ fn on_cluster(
 
 #[cfg(not(feature = "cluster"))]
 fn on_cluster(
-    _: &AuditConfig,
+    _: Audit,
     _: &Catalog,
     url: &str,
     _: Option<std::time::Duration>,

@@ -12,6 +12,7 @@ pub mod rules;
 pub mod sql;
 mod sql_output;
 mod sql_shell;
+mod sql_statement;
 pub mod synth;
 
 use crate::cli::InputArgs;
@@ -180,7 +181,20 @@ pub fn load_found(
     max_bad_default: usize,
     spill: Option<std::path::PathBuf>,
 ) -> anyhow::Result<Ingested> {
-    let opts = IngestOptions {
+    let opts = reading_options(args, max_bad_default, spill);
+    read_found(args, opts, found, skipped, quiet, outputs)
+}
+
+/// How the shared input options read logs; `max_bad_default` is the
+/// command's number of rejected lines listed per input when
+/// `--max-bad-lines` is not given, `spill` where the rows go as they are
+/// read, if anywhere.
+pub fn reading_options(
+    args: &InputArgs,
+    max_bad_default: usize,
+    spill: Option<std::path::PathBuf>,
+) -> IngestOptions {
+    IngestOptions {
         spill_dir: spill,
         token_format: args.token_format.into(),
         max_line_bytes: usize::try_from(args.max_line_bytes).unwrap_or(usize::MAX),
@@ -188,7 +202,19 @@ pub fn load_found(
         max_bad_lines: args.max_bad_lines.unwrap_or(max_bad_default),
         allow_empty: args.allow_empty,
         ..Default::default()
-    };
+    }
+}
+
+/// Read inputs already expanded with `opts`, with a progress bar, the
+/// `--bad-lines` output and the accounting on stderr.
+pub fn read_found(
+    args: &InputArgs,
+    opts: IngestOptions,
+    found: Vec<inputs::Input>,
+    skipped: Vec<inputs::Skipped>,
+    quiet: bool,
+    outputs: &[(&str, &Path)],
+) -> anyhow::Result<Ingested> {
     let mut outputs = outputs.to_vec();
     if let Some(path) = &args.bad_lines {
         outputs.push(("--bad-lines", path));

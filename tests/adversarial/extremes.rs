@@ -301,7 +301,7 @@ fn audit(dir: &Path, tweak: impl FnOnce(&mut AuditConfig)) -> Report {
         ..Default::default()
     };
     tweak(&mut cfg);
-    let report = run_audit(&cfg).unwrap();
+    let report = Audit::new(cfg.clone()).run().unwrap();
     assert!(report.rule_errors.is_empty(), "{:?}", report.rule_errors);
     let rule_files = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("queries/rules"))
         .unwrap()

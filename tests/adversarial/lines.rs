@@ -83,11 +83,12 @@ fn nesting_100k_deep_is_bounded_in_every_code_path() {
     assert_eq!(bad_lines(&ing).len(), 3);
 
     // The whole path, every renderer, and the binary.
-    let report = run_audit(&AuditConfig {
+    let report = Audit::new(AuditConfig {
         inputs: vec![f.clone()],
         token_format: TokenFormat::Structured,
         ..Default::default()
     })
+    .run()
     .unwrap();
     assert!(report.rule_errors.is_empty(), "{:?}", report.rule_errors);
     assert!(
@@ -153,6 +154,15 @@ fn ten_megabyte_lines_are_read_capped_or_rejected_without_blowing_up() {
     neighbours_kept(&ing, 2);
     assert_bad(&ing, 2, "exceeds the 1048576-byte cap");
     assert_bad(&ing, 4, "exceeds the 1048576-byte cap");
+    // The library's front door reads with the same cap.
+    let report = Audit::new(AuditConfig {
+        inputs: vec![f.clone()],
+        ..Default::default()
+    })
+    .reading(capped)
+    .run()
+    .unwrap();
+    assert_eq!(hvaudit::InputSummary::total(&report.inputs).bad_lines, 2);
     run_ok(
         &[
             os("audit"),

@@ -42,10 +42,11 @@ fn log_content_never_reaches_a_report_unescaped() {
     // Even the file name is hostile.
     let name = "\u{1b}[2J<script>x|*`.ndjson";
     let f = write(dir.path(), name, (lines.join("\n") + "\n").as_bytes());
-    let report = run_audit(&AuditConfig {
+    let report = Audit::new(AuditConfig {
         inputs: vec![f.clone()],
         ..Default::default()
     })
+    .run()
     .unwrap();
     for rule in ["lifecycle.illegal_transition", "envelope.invalid"] {
         assert!(
@@ -114,10 +115,11 @@ fn log_content_never_reaches_a_report_unescaped() {
 }
 
 fn benign_html() -> String {
-    let report = run_audit(&AuditConfig {
+    let report = Audit::new(AuditConfig {
         inputs: vec![upstream("harmovela-0.2/fixtures/task-lifecycle.ndjson")],
         ..Default::default()
     })
+    .run()
     .unwrap();
     let mut out = Vec::new();
     render(&report, Format::Html, &mut out).unwrap();
