@@ -387,7 +387,7 @@ fn refuse_same_shard(out: &Path, shard: u16) -> anyhow::Result<()> {
         (first, first | ((1 << SHARD_SHIFT) - 1)),
         this_run,
     ));
-    if crate::ingest::in_place::check_seqs_disjoint(&ranges).is_err() {
+    if crate::ingest::parquet::check_seqs_disjoint(&ranges).is_err() {
         let in_use: Vec<String> = in_use.iter().map(i64::to_string).collect();
         anyhow::bail!(
             "{} already holds a convert run of --shard {shard}: a second run of one shard repeats \

@@ -1,12 +1,12 @@
 //! `hvaudit sql`: ad hoc SQL over the normalized tables.
 
 pub use super::sql_output::{Results, write_batches};
+use super::sql_statement::{on_time, query, split_statements};
 use crate::audit::block_on;
 use crate::cli::{SqlArgs, SqlFormat};
 use crate::engine::{self, EngineOptions, RuleSettings};
 use crate::output::{Output, refuse_inputs};
 use crate::rules::{self, catalog::Catalog};
-use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::prelude::SessionContext;
 use std::path::Path;
 
@@ -185,81 +185,4 @@ async fn cluster_session(
     anyhow::bail!(
         "--cluster {url}: this build has no cluster support; rebuild with the `cluster` feature"
     )
-}
-
-/// `work`, given up at `limit` (the cluster and its --timeout) if any.
-pub(super) async fn on_time<T>(
-    limit: Option<(&str, std::time::Duration)>,
-    work: impl std::future::Future<Output = anyhow::Result<T>>,
-) -> anyhow::Result<T> {
-    match limit {
-        Some((url, timeout)) => crate::audit::within(url, timeout, work).await?,
-        None => work.await,
-    }
-}
-
-/// Split a script on ';' outside quotes and comments.
-pub fn split_statements(script: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut chars = script.chars().peekable();
-    let mut quote: Option<char> = None;
-    while let Some(c) = chars.next() {
-        match (quote, c) {
-            (Some(q), _) if c == q => quote = None,
-            (Some(_), _) => {}
-            (None, '\'' | '"') => quote = Some(c),
-            (None, '-') if chars.peek() == Some(&'-') => {
-                // A comment runs to the end of the line.
-                for d in chars.by_ref() {
-                    if d == '\n' {
-                        break;
-                    }
-                }
-                cur.push('\n');
-                continue;
-            }
-            (None, ';') => {
-                if !cur.trim().is_empty() {
-                    out.push(cur.trim().to_string());
-                }
-                cur.clear();
-                continue;
-            }
-            _ => {}
-        }
-        cur.push(c);
-    }
-    if !cur.trim().is_empty() {
-        out.push(cur.trim().to_string());
-    }
-    out
-}
-
-/// One statement's result: at least one batch, so that an empty result
-/// still has its columns (a CSV header, table heads).
-pub(super) async fn query(ctx: &SessionContext, sql: &str) -> anyhow::Result<Vec<RecordBatch>> {
-    let failed = |e| anyhow::anyhow!("query failed: {}", super::sql_shell::readable(&e));
-    let sql = super::sql_shell::show_tables(sql).unwrap_or_else(|| sql.to_string());
-    // The rule files' helpers (`instant_text`, ...) work here too.
-    let sql =
-        crate::rules::helpers::expand(&sql).map_err(|e| anyhow::anyhow!("query failed: {e}"))?;
-    let df = ctx.sql(&sql).await.map_err(failed)?;
-    let schema = std::sync::Arc::new(df.schema().as_arrow().clone());
-    let mut batches = df.collect().await.map_err(failed)?;
-    if batches.is_empty() {
-        batches.push(RecordBatch::new_empty(schema));
-    }
-    Ok(batches)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::split_statements;
-
-    #[test]
-    fn statements_split_outside_quotes_and_comments() {
-        let s = split_statements("SELECT ';' AS a; -- c; d\nSELECT 2;\n");
-        assert_eq!(s, vec!["SELECT ';' AS a", "SELECT 2"]);
-    }
 }

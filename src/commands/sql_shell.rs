@@ -3,13 +3,12 @@
 //! completion of keywords, tables, views, columns and functions; rows and
 //! elapsed time after each result; errors on one readable line.
 
-use super::sql::{Results, on_time, query};
+use super::sql_output::Results;
+use super::sql_statement::{builtin_file, builtin_views, on_time, query, split_statements};
 use crate::cli::SqlFormat;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::datasource::TableType;
-use datafusion::error::DataFusionError;
 use datafusion::prelude::SessionContext;
-use datafusion::sql::sqlparser::parser::ParserError;
 use rustyline::completion::{Completer, Pair};
 use rustyline::highlight::Highlighter;
 use rustyline::hint::Hinter;
@@ -260,70 +259,6 @@ fn wrap(names: &[&str], width: usize) -> String {
     out
 }
 
-fn builtin_views() -> BTreeSet<String> {
-    crate::rules::catalog::Catalog::embedded()
-        .map(|c| c.views.into_iter().map(|v| v.name).collect())
-        .unwrap_or_default()
-}
-
-fn builtin_file(name: &str) -> Option<String> {
-    let c = crate::rules::catalog::Catalog::embedded().ok()?;
-    c.views.into_iter().find(|v| v.name == name).map(|v| v.file)
-}
-
-/// `SHOW TABLES` as DataFusion answers it, but sorted, with the log's
-/// tables and the user's first, the built-in views after them (marked as
-/// such) and the information schema last.
-pub fn show_tables(statement: &str) -> Option<String> {
-    let words: Vec<String> = statement
-        .split_whitespace()
-        .map(str::to_ascii_lowercase)
-        .collect();
-    if words != ["show", "tables"] {
-        return None;
-    }
-    let builtin = builtin_views()
-        .iter()
-        .map(|n| format!("'{}'", n.replace('\'', "''")))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let builtin = if builtin.is_empty() {
-        "NULL".to_string()
-    } else {
-        builtin
-    };
-    Some(format!(
-        "SELECT table_catalog, table_schema, table_name, \
-           CASE WHEN table_schema <> 'information_schema' AND table_name IN ({builtin}) \
-                THEN 'BUILT-IN VIEW' ELSE table_type END AS table_type \
-         FROM information_schema.tables \
-         ORDER BY CASE WHEN table_schema = 'information_schema' THEN 2 \
-                       WHEN table_name IN ({builtin}) THEN 1 ELSE 0 END, \
-                  table_schema, table_name"
-    ))
-}
-
-/// An engine error as one line a user reads: the innermost cause, a
-/// syntax error as the parser's message (no `ParserError("...")`), no
-/// backtrace, no line breaks.
-pub fn readable(e: &DataFusionError) -> String {
-    let root = e.find_root();
-    let text = match root {
-        DataFusionError::SQL(parser, _) => match parser.as_ref() {
-            ParserError::ParserError(m) | ParserError::TokenizerError(m) => {
-                format!("syntax error: {m}")
-            }
-            ParserError::RecursionLimitExceeded => {
-                "syntax error: the statement nests too deeply".to_string()
-            }
-        },
-        // Its message goes on to ask for a bug report over several lines.
-        DataFusionError::Internal(m) => format!("internal error: {m}"),
-        other => other.strip_backtrace(),
-    };
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
 /// What tab completion offers.
 #[derive(Debug, Clone, Default)]
 pub struct Words {
@@ -548,7 +483,7 @@ pub async fn shell(
             continue;
         }
         let _ = rl.add_history_entry(buf.trim());
-        for stmt in super::sql::split_statements(&buf) {
+        for stmt in split_statements(&buf) {
             let started = Instant::now();
             let ran = async {
                 let batches = on_time(limit, query(ctx, &stmt)).await?;
@@ -696,39 +631,6 @@ mod tests {
             w.complete("SELECT se FROM events", 9),
             (7, vec!["select".into(), "seq".into(), "set".into()])
         );
-    }
-
-    #[test]
-    fn show_tables_is_sorted_and_marks_the_built_in_views() {
-        let sql = show_tables("show  TABLES").unwrap();
-        assert!(sql.contains("'BUILT-IN VIEW'"), "{sql}");
-        assert!(sql.contains("'tasks'"), "{sql}");
-        assert!(sql.contains("ORDER BY"), "{sql}");
-        assert_eq!(show_tables("SHOW COLUMNS FROM events"), None);
-        assert_eq!(show_tables("SELECT 1"), None);
-    }
-
-    #[test]
-    fn engine_errors_read_as_one_line() {
-        let ctx = SessionContext::new();
-        let err = |sql: &str| {
-            crate::audit::block_on(async {
-                match ctx.sql(sql).await {
-                    Ok(df) => df.collect().await.map(drop),
-                    Err(e) => Err(e),
-                }
-            })
-            .unwrap_err()
-        };
-        let syntax = readable(&err("SELEC 1"));
-        assert!(syntax.starts_with("syntax error: "), "{syntax}");
-        assert!(!syntax.contains("ParserError"), "{syntax}");
-        assert!(!syntax.contains('"'), "{syntax}");
-        let missing = readable(&err("SELECT * FROM nowhere"));
-        assert!(missing.contains("nowhere"), "{missing}");
-        assert!(!missing.contains('\n'), "{missing}");
-        let internal = readable(&DataFusionError::Internal("x broke".into()));
-        assert_eq!(internal, "internal error: x broke");
     }
 
     #[test]

@@ -4,14 +4,13 @@
 //! then input order) for the integrity rule.
 
 use super::ndjson::ParsedChunk;
-use super::row::{EventBuilders, share_empty_columns};
+use super::row::{ChunkRows, drop_rows, share_empty_columns};
 use super::schema::{EVENTS, events_col};
 use crate::signals::Temp;
 use datafusion::arrow::array::{
-    Array, ArrayRef, BooleanArray, Int32Array, Int64Array, StringArray, UInt32Array,
-    make_comparator,
+    Array, ArrayRef, Int32Array, Int64Array, StringArray, UInt32Array, make_comparator,
 };
-use datafusion::arrow::compute::{FilterBuilder, SortOptions, concat_batches, take_record_batch};
+use datafusion::arrow::compute::{SortOptions, concat_batches, take_record_batch};
 use datafusion::arrow::ipc::CompressionType;
 use datafusion::arrow::ipc::reader::FileReader;
 use datafusion::arrow::ipc::writer::{FileWriter, IpcWriteOptions};
@@ -45,58 +44,6 @@ pub struct Outcome {
     pub groups: Vec<Group>,
     /// Per chunk (same order as given): (distinct events, redeliveries).
     pub per_chunk: Vec<(u64, u64)>,
-}
-
-/// A chunk's event rows, as they reach the dedup.
-pub enum ChunkRows {
-    /// Parsed from NDJSON and not laid out yet: only the rows the dedup
-    /// keeps are, so a chunk is not copied to drop its redeliveries.
-    Building(Box<EventBuilders>),
-    /// Read as a batch (Parquet).
-    Built(RecordBatch),
-    /// None (left behind once handed to the dedup).
-    Taken,
-}
-
-impl ChunkRows {
-    pub fn len(&self) -> usize {
-        match self {
-            ChunkRows::Building(b) => b.len(),
-            ChunkRows::Built(b) => b.num_rows(),
-            ChunkRows::Taken => 0,
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The rows marked in `keep`, `kept` of them.
-    fn keep(self, keep: Vec<bool>, kept: usize) -> RecordBatch {
-        match self {
-            ChunkRows::Building(b) => b.finish_keeping(Some(&keep)),
-            ChunkRows::Built(b) if kept == b.num_rows() => b,
-            ChunkRows::Built(b) => drop_rows(b, keep, kept),
-            ChunkRows::Taken => RecordBatch::new_empty(EVENTS.clone()),
-        }
-    }
-
-    /// Laid out as `EVENTS` (rows of one such chunk can join another's).
-    fn is_events_layout(&self) -> bool {
-        match self {
-            ChunkRows::Building(_) | ChunkRows::Taken => true,
-            ChunkRows::Built(b) => b.schema().fields() == EVENTS.fields(),
-        }
-    }
-
-    /// Every row, laid out.
-    pub fn finish(self) -> RecordBatch {
-        match self {
-            ChunkRows::Building(b) => b.finish(),
-            ChunkRows::Built(b) => b,
-            ChunkRows::Taken => RecordBatch::new_empty(EVENTS.clone()),
-        }
-    }
 }
 
 /// The rows of one or more consecutive chunks once their redeliveries are
@@ -531,31 +478,6 @@ struct RowsOfVersions {
 fn retain_marked<T>(values: &mut Vec<T>, keep: &[bool]) {
     let mut flags = keep.iter();
     values.retain(|_| *flags.next().unwrap_or(&true));
-}
-
-/// The rows of `events` marked in `keep` (`kept` of them). Columns empty in
-/// every row (most of them, sharing one zeroed buffer) are cut to length
-/// rather than copied: filtering them was half of this step.
-fn drop_rows(events: RecordBatch, keep: Vec<bool>, kept: usize) -> RecordBatch {
-    let predicate = FilterBuilder::new(&BooleanArray::from(keep))
-        .optimize()
-        .build();
-    let columns = events
-        .columns()
-        .iter()
-        .map(|c| {
-            if c.null_count() == c.len() {
-                c.slice(0, kept)
-            } else {
-                predicate.filter(c).expect("mask matches the batch")
-            }
-        })
-        .collect();
-    let kept_batch =
-        RecordBatch::try_new(events.schema(), columns).expect("same columns as before");
-    drop(events);
-    // A column whose only values were in dropped rows is empty now.
-    share_empty_columns(kept_batch)
 }
 
 fn int(batch: &RecordBatch, name: &str, row: u32) -> i64 {

@@ -5,7 +5,7 @@
 //! larger than memory.
 
 use super::inputs::{self, Format, Skipped};
-use super::parquet::{OwnTable, describe_own};
+use super::parquet::{OwnTable, check_seqs_disjoint, describe_own};
 use super::schema::{BAD_LINES, EVENTS, EVIDENCE};
 use crate::InputSummary;
 use datafusion::arrow::datatypes::SchemaRef;
@@ -76,53 +76,6 @@ pub fn scan_inputs(paths: &[PathBuf], allow_empty: bool) -> anyhow::Result<Parqu
     }
     check_seqs_disjoint(&ranges)?;
     Ok(out)
-}
-
-/// Seqs identify events in every rule; files of one run never share one,
-/// but two runs without distinct `--shard` numbers would. One sweep over
-/// the ranges by start, not every pair (20,000 files are 2 * 10^8 pairs).
-/// The loaded read and `convert` ask it too, so every reader agrees.
-pub(crate) fn check_seqs_disjoint(
-    ranges: &[(Option<String>, (i64, i64), String)],
-) -> anyhow::Result<()> {
-    let mut order: Vec<&(Option<String>, (i64, i64), String)> = ranges.iter().collect();
-    order.sort_by_key(|(_, (lo, _), _)| *lo);
-    // Among the ranges before: the one reaching furthest, and the one
-    // reaching furthest from another run than that one's. A range from a
-    // different run overlaps one of them if it overlaps any.
-    let mut furthest: Option<&(Option<String>, (i64, i64), String)> = None;
-    let mut other: Option<&(Option<String>, (i64, i64), String)> = None;
-    for r in order {
-        let (run, (lo, hi), name) = r;
-        let clash = match furthest {
-            Some(f) if f.0 != *run => Some(f),
-            _ => other,
-        };
-        if let Some((_, (_, reach), earlier)) = clash
-            && reach >= lo
-        {
-            anyhow::bail!(
-                "{earlier} and {name} come from different convert runs with overlapping seqs; \
-                 convert each shard with its own --shard N (0..2047) so events keep distinct seqs"
-            );
-        }
-        match furthest {
-            Some(f) if f.1.1 >= *hi => {
-                if f.0 != *run && other.is_none_or(|o| o.1.1 < *hi) {
-                    other = Some(r);
-                }
-            }
-            Some(f) => {
-                // Of the same run, `other` still reaches furthest elsewhere.
-                if f.0 != *run {
-                    other = Some(f);
-                }
-                furthest = Some(r);
-            }
-            None => furthest = Some(r),
-        }
-    }
-    Ok(())
 }
 
 /// Register the three tables over the files (an empty table when a run

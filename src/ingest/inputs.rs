@@ -8,24 +8,9 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Ndjson,
-    Gzip,
-    Zstd,
-    Parquet,
-}
-
-impl Format {
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Ndjson => "ndjson",
-            Format::Gzip => "ndjson.gz",
-            Format::Zstd => "ndjson.zst",
-            Format::Parquet => "parquet",
-        }
-    }
-}
+pub use super::format::{
+    Format, LOG_EXTENSIONS, Skipped, named_like_a_log, not_a_log_reason, opens_a_json_object, sniff,
+};
 
 #[derive(Debug, Clone)]
 pub struct Input {
@@ -93,7 +78,7 @@ pub enum InputError {
     #[error("cannot read {url}: {reason}")]
     Remote { url: String, reason: String },
     /// Parquet of two convert runs whose seqs overlap (see
-    /// `in_place::check_seqs_disjoint`, which words it).
+    /// `parquet::check_seqs_disjoint`, which words it).
     #[error("{0}")]
     OverlappingRuns(String),
 }
@@ -113,35 +98,6 @@ fn skipped_note(skipped: &[Skipped]) -> String {
         listed.push(format!("and {} more", skipped.len() - SHOWN));
     }
     format!(" ({} skipped: {})", skipped.len(), listed.join("; "))
-}
-
-/// Problems inside a directory walk: reported, not fatal.
-#[derive(Debug, Clone)]
-pub struct Skipped {
-    pub path: String,
-    pub reason: String,
-}
-
-/// File names taken from a directory walk (explicit files are always taken).
-const LOG_EXTENSIONS: [&str; 9] = [
-    "ndjson", "jsonl", "json", "log", "gz", "zst", "zstd", "parquet", "ldjson",
-];
-
-/// Whether a file name has one of the log extensions.
-pub fn named_like_a_log(name: &str) -> bool {
-    let name = name.to_lowercase();
-    LOG_EXTENSIONS
-        .iter()
-        .any(|x| name.ends_with(&format!(".{x}")))
-}
-
-/// Why a file or object without a log's name or content was passed over.
-pub fn not_a_log_reason() -> String {
-    format!(
-        "not a log: no log file extension (*.{}) and the content is not NDJSON, gzip, zstd or \
-         Parquet",
-        LOG_EXTENSIONS.join(", *.")
-    )
 }
 
 /// Expand paths into inputs. Files named explicitly must be readable;
@@ -442,12 +398,6 @@ fn looks_like_a_log(path: &Path, format: Format) -> Result<bool, String> {
     Ok(opens_a_json_object(&head))
 }
 
-/// Whether text starts (after a byte order mark and blanks) a JSON object.
-pub fn opens_a_json_object(head: &[u8]) -> bool {
-    let text = head.strip_prefix(&[0xef, 0xbb, 0xbf][..]).unwrap_or(head);
-    text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
-}
-
 /// A path as reports and messages show it: UTF-8 as it is, with hidden
 /// characters (`crate::escape`), bytes that are not UTF-8 and the backslash
 /// itself escaped (`\n`, `\x1b`, `\xff`, `\\`), so that a name can neither
@@ -468,14 +418,4 @@ pub fn shown_path(path: &Path) -> String {
         }
     }
     out
-}
-
-/// Recognise the format by its first bytes, whatever the file is called.
-pub fn sniff(magic: &[u8]) -> Format {
-    match magic {
-        [0x1f, 0x8b, ..] => Format::Gzip,
-        [0x28, 0xb5, 0x2f, 0xfd, ..] => Format::Zstd,
-        [b'P', b'A', b'R', b'1', ..] => Format::Parquet,
-        _ => Format::Ndjson,
-    }
 }

@@ -3,6 +3,7 @@
 mod category_column;
 pub mod dedup;
 pub mod evidence;
+pub mod format;
 pub mod in_place;
 pub mod inputs;
 mod members;

@@ -2,9 +2,9 @@
 //! whole lines; worker threads parse chunks into Arrow batches in parallel.
 //! Memory stays bounded by chunk size x channel depth, whatever the file size.
 
-use super::dedup::ChunkRows;
 use super::inputs::{Format, Input};
 use super::normalize::{NormalizeOptions, clip, parse_line};
+use super::row::ChunkRows;
 use super::row::{ChunkShape, EventBuilders};
 use std::io::{self, BufReader, Read};
 use std::sync::atomic::{AtomicU64, Ordering};

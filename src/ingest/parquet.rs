@@ -4,10 +4,10 @@
 //! paths obey the same checks.
 
 use super::IngestOptions;
-use super::dedup::ChunkRows;
 use super::inputs::{Format, Input};
 use super::ndjson::{self, BadLine, Chunk, ParsedChunk, seq_of};
 use super::normalize::NormalizeOptions;
+use super::row::ChunkRows;
 use super::row::{ChunkShape, all_null, share_empty_columns, zeros_for};
 use super::schema::{
     BAD_LINES, EVENTS, EVENTS_V1, EVIDENCE, LAYOUT_KEY, LAYOUT_V1, LAYOUT_VERSION,
@@ -183,9 +183,16 @@ fn open(input: &Input, threads: usize) -> Opened {
     }
     let skip_empty = matches!(kind, Kind::Events);
     let (mut batches, mut error) = match &input.object {
-        Some(object) => decode(&footer, &|| Ok(object.clone()), threads, skip_empty),
+        Some(object) => {
+            let fetch = |groups: &[usize]| {
+                let ranges = chunk_ranges(&footer, groups, |_| true);
+                object.fetch(&ranges).map_err(|e| e.to_string())
+            };
+            decode(&footer, &fetch, threads, skip_empty)
+        }
         None => {
-            let reopen = || File::open(&input.path).map_err(|e| format!("cannot open: {e}"));
+            let reopen =
+                |_: &[usize]| File::open(&input.path).map_err(|e| format!("cannot open: {e}"));
             decode(&footer, &reopen, threads, skip_empty)
         }
     };
@@ -215,20 +222,40 @@ type Decoded = (Vec<RecordBatch>, Option<String>);
 /// Rows per decoded batch.
 const BATCH_ROWS: usize = 8192;
 
+/// The byte ranges of the column chunks of row groups `groups` whose leaf
+/// column index passes `wanted`.
+fn chunk_ranges(
+    footer: &ArrowReaderMetadata,
+    groups: &[usize],
+    wanted: impl Fn(usize) -> bool,
+) -> Vec<std::ops::Range<u64>> {
+    let meta = footer.metadata();
+    let mut ranges = Vec::new();
+    for &g in groups {
+        let group = meta.row_group(g);
+        for c in (0..group.num_columns()).filter(|&c| wanted(c)) {
+            let (start, len) = group.column(c).byte_range();
+            ranges.push(start..start.saturating_add(len));
+        }
+    }
+    ranges
+}
+
 /// Decode a file's row groups, several at a time, into batches in file
 /// order; an error ends the file there (the rows before it are kept).
-/// Each reader opens the file with `open` (clones of one handle share a
+/// Each reader opens the file for its row groups with `open` (an object's
+/// column chunks are fetched then; clones of one file handle share a
 /// position, and the reader seeks) and reuses the parsed `footer`: parsing
 /// it again per row group was quadratic (10,000 row groups did not finish
 /// in 3 minutes).
 fn decode<R: ChunkReader + 'static>(
     footer: &ArrowReaderMetadata,
-    open: &(dyn Fn() -> Result<R, String> + Sync),
+    open: &(dyn Fn(&[usize]) -> Result<R, String> + Sync),
     threads: usize,
     skip_empty: bool,
 ) -> Decoded {
     let spans = spans(footer.metadata());
-    let read = |groups: &[usize]| match open() {
+    let read = |groups: &[usize]| match open(groups) {
         Ok(reader) => read_batches(reader, footer, groups, skip_empty),
         Err(e) => (Vec::new(), Some(e)),
     };
@@ -421,7 +448,7 @@ pub fn read_all(inputs: &[Input], opts: &IngestOptions) -> ParquetRead {
         .filter(|(_, _, o)| matches!(o.kind, Kind::Events | Kind::BadLines))
         .filter_map(|(_, i, o)| Some((o.run.clone(), seq_range(&o.batches)?, i.display.clone())))
         .collect();
-    if let Err(e) = super::in_place::check_seqs_disjoint(&ranges) {
+    if let Err(e) = check_seqs_disjoint(&ranges) {
         out.overlap = Some(e.to_string());
         return out;
     }
@@ -698,17 +725,30 @@ pub struct OwnFile {
 /// `seq` and `redeliveries` columns. Anything else is an error that says so.
 pub fn describe_own(input: &Input) -> Result<OwnFile, String> {
     match &input.object {
-        Some(object) => describe(input, object.clone(), read_footer(object)?),
+        Some(object) => {
+            let footer = read_footer(object)?;
+            let fetch = |roots: &[usize]| {
+                let schema = footer.parquet_schema();
+                let groups: Vec<usize> = (0..footer.metadata().num_row_groups()).collect();
+                let ranges = chunk_ranges(&footer, &groups, |leaf| {
+                    roots.contains(&schema.get_column_root_idx(leaf))
+                });
+                object.fetch(&ranges).map_err(|e| e.to_string())
+            };
+            describe(input, fetch, footer.clone())
+        }
         None => {
             let (file, footer) = open_file(&input.path)?;
-            describe(input, file, footer)
+            describe(input, |_: &[usize]| Ok(file), footer)
         }
     }
 }
 
+/// `describe_own` with `open` giving the reader of the root columns it is
+/// passed.
 fn describe<R: ChunkReader + 'static>(
     input: &Input,
-    file: R,
+    open: impl FnOnce(&[usize]) -> Result<R, String>,
     footer: ArrowReaderMetadata,
 ) -> Result<OwnFile, String> {
     let (Some(table), run) = own_table(&footer) else {
@@ -730,6 +770,7 @@ fn describe<R: ChunkReader + 'static>(
         .filter(|(_, f)| f.name() == seq_col || f.name() == "redeliveries")
         .map(|(i, _)| i)
         .collect();
+    let file = open(&wanted)?;
     let mask = ProjectionMask::roots(footer.parquet_schema(), wanted);
     let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, footer)
         .with_projection(mask)
@@ -784,6 +825,53 @@ fn describe<R: ChunkReader + 'static>(
     })
 }
 
+/// Seqs identify events in every rule; files of one run never share one,
+/// but two runs without distinct `--shard` numbers would. One sweep over
+/// the ranges by start, not every pair (20,000 files are 2 * 10^8 pairs).
+/// The loaded read and `convert` ask it too, so every reader agrees.
+pub(crate) fn check_seqs_disjoint(
+    ranges: &[(Option<String>, (i64, i64), String)],
+) -> anyhow::Result<()> {
+    let mut order: Vec<&(Option<String>, (i64, i64), String)> = ranges.iter().collect();
+    order.sort_by_key(|(_, (lo, _), _)| *lo);
+    // Among the ranges before: the one reaching furthest, and the one
+    // reaching furthest from another run than that one's. A range from a
+    // different run overlaps one of them if it overlaps any.
+    let mut furthest: Option<&(Option<String>, (i64, i64), String)> = None;
+    let mut other: Option<&(Option<String>, (i64, i64), String)> = None;
+    for r in order {
+        let (run, (lo, hi), name) = r;
+        let clash = match furthest {
+            Some(f) if f.0 != *run => Some(f),
+            _ => other,
+        };
+        if let Some((_, (_, reach), earlier)) = clash
+            && reach >= lo
+        {
+            anyhow::bail!(
+                "{earlier} and {name} come from different convert runs with overlapping seqs; \
+                 convert each shard with its own --shard N (0..2047) so events keep distinct seqs"
+            );
+        }
+        match furthest {
+            Some(f) if f.1.1 >= *hi => {
+                if f.0 != *run && other.is_none_or(|o| o.1.1 < *hi) {
+                    other = Some(r);
+                }
+            }
+            Some(f) => {
+                // Of the same run, `other` still reaches furthest elsewhere.
+                if f.0 != *run {
+                    other = Some(f);
+                }
+                furthest = Some(r);
+            }
+            None => furthest = Some(r),
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -818,8 +906,8 @@ mod tests {
             .collect()
     }
 
-    fn open_path(path: &Path) -> impl Fn() -> Result<File, String> + Sync + '_ {
-        move || File::open(path).map_err(|e| e.to_string())
+    fn open_path(path: &Path) -> impl Fn(&[usize]) -> Result<File, String> + Sync + '_ {
+        move |_| File::open(path).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -836,6 +924,54 @@ mod tests {
         let expected: Vec<i64> = (0..35_000).collect();
         assert_eq!(numbers(&parallel), expected);
         assert_eq!(numbers(&serial), expected);
+    }
+
+    /// The Parquet reader asks for every page's header and data; from an
+    /// object store each ask was a request. The column chunks are fetched
+    /// once, and every read after that is served from them: with the
+    /// object gone, a file of 4 row groups of many pages still decodes.
+    #[test]
+    fn an_objects_row_groups_decode_from_their_chunks_fetched_once() {
+        use crate::ingest::remote::RemoteObject;
+        use object_store::{ObjectStore, ObjectStoreExt, path::Path as ObjectPath};
+        let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(5000))
+            .set_data_page_row_count_limit(100)
+            .set_write_batch_size(100)
+            .build();
+        let mut data = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut data, schema.clone(), Some(props)).unwrap();
+        let all = Int64Array::from_iter_values(0..20_000);
+        w.write(&RecordBatch::try_new(schema, vec![Arc::new(all)]).unwrap())
+            .unwrap();
+        w.close().unwrap();
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let location = ObjectPath::from("events.parquet");
+        let object = RemoteObject {
+            store: Arc::clone(&store),
+            location: location.clone(),
+            size: data.len() as u64,
+            url: "memory:///events.parquet".into(),
+        };
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(store.put(&location, data.into())).unwrap();
+        let footer = read_footer(&object).unwrap();
+        let groups: Vec<usize> = (0..footer.metadata().num_row_groups()).collect();
+        assert_eq!(groups.len(), 4);
+        let pages = footer
+            .metadata()
+            .row_group(0)
+            .column(0)
+            .page_encoding_stats();
+        assert!(pages.is_none_or(|p| p.iter().map(|s| s.count).sum::<i32>() > 10));
+        let fetched = object
+            .fetch(&chunk_ranges(&footer, &groups, |_| true))
+            .unwrap();
+        runtime.block_on(store.delete(&location)).unwrap();
+        let (batches, error) = read_batches(fetched, &footer, &groups, false);
+        assert_eq!(error, None);
+        assert_eq!(numbers(&batches), (0..20_000).collect::<Vec<i64>>());
     }
 
     /// A file in memory that counts the bytes read from it.
@@ -892,13 +1028,13 @@ mod tests {
             let file = numbered_file(groups, 64);
             let data = bytes::Bytes::from(std::fs::read(file.path()).unwrap());
             let read = Arc::new(std::sync::atomic::AtomicU64::new(0));
-            let open = || {
+            let open = |_: &[usize]| {
                 Ok(Counted {
                     data: data.clone(),
                     read: Arc::clone(&read),
                 })
             };
-            let footer = read_footer(&open().unwrap()).unwrap();
+            let footer = read_footer(&open(&[]).unwrap()).unwrap();
             let (batches, error) = decode(&footer, &open, 4, true);
             assert!(error.is_none(), "{error:?}");
             assert_eq!(

@@ -504,6 +504,83 @@ pub fn all_null(data_type: &DataType, n: usize, zeros: &Buffer) -> Option<ArrayR
     Some(make_array(unsafe { data.build_unchecked() }))
 }
 
+/// A chunk's event rows, as they reach the dedup.
+pub enum ChunkRows {
+    /// Parsed from NDJSON and not laid out yet: only the rows the dedup
+    /// keeps are, so a chunk is not copied to drop its redeliveries.
+    Building(Box<EventBuilders>),
+    /// Read as a batch (Parquet).
+    Built(RecordBatch),
+    /// None (left behind once handed to the dedup).
+    Taken,
+}
+
+impl ChunkRows {
+    pub fn len(&self) -> usize {
+        match self {
+            ChunkRows::Building(b) => b.len(),
+            ChunkRows::Built(b) => b.num_rows(),
+            ChunkRows::Taken => 0,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The rows marked in `keep`, `kept` of them.
+    pub fn keep(self, keep: Vec<bool>, kept: usize) -> RecordBatch {
+        match self {
+            ChunkRows::Building(b) => b.finish_keeping(Some(&keep)),
+            ChunkRows::Built(b) if kept == b.num_rows() => b,
+            ChunkRows::Built(b) => drop_rows(b, keep, kept),
+            ChunkRows::Taken => RecordBatch::new_empty(EVENTS.clone()),
+        }
+    }
+
+    /// Laid out as `EVENTS` (rows of one such chunk can join another's).
+    pub fn is_events_layout(&self) -> bool {
+        match self {
+            ChunkRows::Building(_) | ChunkRows::Taken => true,
+            ChunkRows::Built(b) => b.schema().fields() == EVENTS.fields(),
+        }
+    }
+
+    /// Every row, laid out.
+    pub fn finish(self) -> RecordBatch {
+        match self {
+            ChunkRows::Building(b) => b.finish(),
+            ChunkRows::Built(b) => b,
+            ChunkRows::Taken => RecordBatch::new_empty(EVENTS.clone()),
+        }
+    }
+}
+
+/// The rows of `events` marked in `keep` (`kept` of them). Columns empty in
+/// every row (most of them, sharing one zeroed buffer) are cut to length
+/// rather than copied: filtering them was half of this step.
+pub fn drop_rows(events: RecordBatch, keep: Vec<bool>, kept: usize) -> RecordBatch {
+    let predicate = FilterBuilder::new(&BooleanArray::from(keep))
+        .optimize()
+        .build();
+    let columns = events
+        .columns()
+        .iter()
+        .map(|c| {
+            if c.null_count() == c.len() {
+                c.slice(0, kept)
+            } else {
+                predicate.filter(c).expect("mask matches the batch")
+            }
+        })
+        .collect();
+    let kept_batch =
+        RecordBatch::try_new(events.schema(), columns).expect("same columns as before");
+    drop(events);
+    // A column whose only values were in dropped rows is empty now.
+    share_empty_columns(kept_batch)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

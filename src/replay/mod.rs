@@ -19,7 +19,6 @@ use crate::report_model::Span;
 use chrono::{DateTime, Utc};
 use serde::{Serialize, Serializer};
 
-pub use render::{ReplayFormat, render};
 pub use state::SEEN;
 
 /// What to replay: one task's tree, or everything in one session.
@@ -295,4 +294,48 @@ fn instant<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::E
         Some(t) => s.serialize_str(&fmt_instant(t)),
         None => s.serialize_none(),
     }
+}
+
+/// An output format of `hvaudit replay`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayFormat {
+    Text,
+    Json,
+    Html,
+    /// Markdown, for a ticket or a pull request.
+    Markdown,
+}
+
+impl std::str::FromStr for ReplayFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "text" => Ok(ReplayFormat::Text),
+            "json" => Ok(ReplayFormat::Json),
+            "html" => Ok(ReplayFormat::Html),
+            "md" | "markdown" => Ok(ReplayFormat::Markdown),
+            other => Err(format!(
+                "unknown replay format '{other}'; use one of text, json, html, md"
+            )),
+        }
+    }
+}
+
+/// Writes `replay` to `out` in `format`.
+pub fn render(
+    replay: &Replay,
+    format: ReplayFormat,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
+    match format {
+        ReplayFormat::Text => out.write_all(render::text(replay).as_bytes())?,
+        ReplayFormat::Json => {
+            serde_json::to_writer_pretty(&mut *out, replay)?;
+            out.write_all(b"\n")?;
+        }
+        ReplayFormat::Html => render::html(replay, out)?,
+        ReplayFormat::Markdown => markdown::render(replay, out)?,
+    }
+    out.flush()?;
+    Ok(())
 }

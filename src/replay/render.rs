@@ -1,5 +1,5 @@
-//! Writing a `Replay` as text (terminal), JSON or one self-contained HTML
-//! page (Markdown is in `markdown.rs`). Every log-derived string goes through `clean` (text) or minijinja's
+//! Writing a `Replay` as text (terminal) or one self-contained HTML page
+//! (Markdown is in `markdown.rs`, the choice of format in `mod.rs`). Every log-derived string goes through `clean` (text) or minijinja's
 //! autoescaping (HTML), as in the audit report.
 
 use super::{BasisRef, EventKind, Replay, ReplayEvent, Role, TaskState};
@@ -9,47 +9,6 @@ use crate::report::html::from_json;
 use chrono::{DateTime, Utc};
 use std::fmt::Write as _;
 use std::io::Write;
-use std::str::FromStr;
-
-/// An output format of `hvaudit replay`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReplayFormat {
-    Text,
-    Json,
-    Html,
-    /// Markdown, for a ticket or a pull request.
-    Markdown,
-}
-
-impl FromStr for ReplayFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "text" => Ok(ReplayFormat::Text),
-            "json" => Ok(ReplayFormat::Json),
-            "html" => Ok(ReplayFormat::Html),
-            "md" | "markdown" => Ok(ReplayFormat::Markdown),
-            other => Err(format!(
-                "unknown replay format '{other}'; use one of text, json, html, md"
-            )),
-        }
-    }
-}
-
-/// Writes `replay` to `out` in `format`.
-pub fn render(replay: &Replay, format: ReplayFormat, out: &mut dyn Write) -> anyhow::Result<()> {
-    match format {
-        ReplayFormat::Text => out.write_all(text(replay).as_bytes())?,
-        ReplayFormat::Json => {
-            serde_json::to_writer_pretty(&mut *out, replay)?;
-            out.write_all(b"\n")?;
-        }
-        ReplayFormat::Html => html(replay, out)?,
-        ReplayFormat::Markdown => super::markdown::render(replay, out)?,
-    }
-    out.flush()?;
-    Ok(())
-}
 
 pub(super) fn instant(t: Option<DateTime<Utc>>) -> String {
     t.as_ref().map_or_else(|| "-".to_string(), fmt_instant)
@@ -75,7 +34,7 @@ fn pad(s: &str, width: usize) -> String {
     format!("{s}{}", " ".repeat(width.saturating_sub(n)))
 }
 
-fn text(r: &Replay) -> String {
+pub(super) fn text(r: &Replay) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -414,7 +373,7 @@ const TEMPLATE: &str = include_str!("replay.html");
 /// The `.html` suffix turns minijinja's autoescaping on.
 const NAME: &str = "replay.html";
 
-fn html(r: &Replay, out: &mut dyn Write) -> anyhow::Result<()> {
+pub(super) fn html(r: &Replay, out: &mut dyn Write) -> anyhow::Result<()> {
     let mut env = minijinja::Environment::new();
     env.add_template(NAME, TEMPLATE)?;
     let prefixes: Vec<String> = tree_prefixes(&r.tasks);
