@@ -201,8 +201,8 @@ impl Audit {
     pub fn run_with(&self, catalog: &Catalog) -> Result<Report, AuditError> {
         match &self.mode {
             Mode::Loaded => {
-                let ingested = ingest(&self.config.inputs, &self.reading)?;
-                self.rules_over(catalog, &ingested)
+                let mut ingested = ingest(&self.config.inputs, &self.reading)?;
+                self.rules_over(catalog, &mut ingested)
             }
             Mode::InPlace => block_on(audit_in_place(&self.config, catalog)),
             #[cfg(feature = "cluster")]
@@ -213,9 +213,143 @@ impl Audit {
     }
 
     /// The rules over tables the caller read itself (`hvaudit audit` reads
-    /// them with a progress bar and its `--bad-lines` output).
-    pub fn rules_over(&self, catalog: &Catalog, ingested: &Ingested) -> Result<Report, AuditError> {
+    /// them with a progress bar and its `--bad-lines` output). The raw JSON
+    /// columns that no view or rule names are let go of first
+    /// ([`let_go_of_unread_json`]).
+    pub fn rules_over(
+        &self,
+        catalog: &Catalog,
+        ingested: &mut Ingested,
+    ) -> Result<Report, AuditError> {
+        let_go_of_unread_json(ingested, catalog);
         block_on(audit_ingested(&self.config, catalog, ingested))
+    }
+}
+
+/// Where a built-in rule reads raw JSON text.
+#[derive(Debug, Clone, Copy)]
+pub enum JsonRows {
+    /// The rows of ids with more than one version (it compares them).
+    Versions,
+    /// The rows of one event type (it quotes them).
+    OfType(&'static str),
+}
+
+/// The built-in rules that read raw JSON text, and in which rows; no other
+/// built-in query names a JSON column (`tests/user_rules.rs` checks it).
+pub const JSON_READERS: [(&str, JsonRows); 2] = [
+    ("integrity.conflicting_duplicate", JsonRows::Versions),
+    (
+        "subscription.no_filter",
+        JsonRows::OfType("subscription.requested"),
+    ),
+];
+
+/// The raw JSON text columns (`schema::JSON_COLUMNS`: `payload`,
+/// `delivery`, `evidence_chain`, `extra`, the filters) hold a fifth of a
+/// loaded table's bytes, and an audit reads them only through a query that
+/// names them: ingest has already checked them and taken out the fields the
+/// rules use. Those no view or rule names become nulls over one shared
+/// buffer (the layout stays `EVENTS`), except in the rows that the
+/// [`JSON_READERS`] read, so the rules run in the memory they held.
+pub fn let_go_of_unread_json(ingested: &mut Ingested, catalog: &Catalog) {
+    use crate::ingest::row::{all_null, zeros_for};
+    use crate::ingest::schema::JSON_COLUMNS;
+    use datafusion::arrow::array::{ArrayRef, BooleanArray, Int32Array, StringArray};
+    let readers: Vec<&str> = JSON_READERS.iter().map(|(rule, _)| *rule).collect();
+    let Some(words) = catalog.words(&readers) else {
+        return;
+    };
+    let unread: Vec<&str> = JSON_COLUMNS
+        .iter()
+        .copied()
+        .filter(|c| !words.contains(*c))
+        .collect();
+    if unread.is_empty() {
+        return;
+    }
+    let running = |wanted: fn(&JsonRows) -> Option<&'static str>| -> Vec<&'static str> {
+        JSON_READERS
+            .iter()
+            .filter(|(rule, _)| catalog.rules.iter().any(|r| r.meta.id == *rule))
+            .filter_map(|(_, rows)| wanted(rows))
+            .collect()
+    };
+    let versions_read = !running(|r| matches!(r, JsonRows::Versions).then_some("")).is_empty();
+    let types_read = running(|r| match r {
+        JsonRows::OfType(t) => Some(*t),
+        JsonRows::Versions => None,
+    });
+    let column = |batch: &datafusion::arrow::record_batch::RecordBatch, name: &str| {
+        batch.column_by_name(name).map(std::sync::Arc::clone)
+    };
+    // The ids with later versions: few, and their rows keep their text.
+    let mut versioned = std::collections::HashSet::new();
+    for batch in ingested.events.iter().filter(|_| versions_read) {
+        let (Some(ids), Some(versions)) = (column(batch, "id"), column(batch, "version")) else {
+            continue;
+        };
+        let (Some(ids), Some(versions)) = (
+            ids.as_any().downcast_ref::<StringArray>(),
+            versions.as_any().downcast_ref::<Int32Array>(),
+        ) else {
+            continue;
+        };
+        for row in (0..batch.num_rows()).filter(|&r| versions.value(r) > 1) {
+            versioned.insert(ids.value(row).to_string());
+        }
+    }
+    for batch in &mut ingested.events {
+        let n = batch.num_rows();
+        let ids = column(batch, "id");
+        let ids = ids
+            .as_ref()
+            .and_then(|a| a.as_any().downcast_ref::<StringArray>());
+        let types = column(batch, "type");
+        let types = types.as_ref().and_then(|t| {
+            let t = t.as_any_dictionary_opt()?;
+            let values = t.values().as_any().downcast_ref::<StringArray>()?.clone();
+            let keys = t.normalized_keys();
+            Some((keys, values))
+        });
+        let read = |r: usize| {
+            ids.is_some_and(|ids| versioned.contains(ids.value(r)))
+                || types
+                    .as_ref()
+                    .is_some_and(|(keys, values)| types_read.contains(&values.value(keys[r])))
+        };
+        // Rows whose text goes: all of them but those a reader reads.
+        let dropped: Option<BooleanArray> = if versioned.is_empty() && types_read.is_empty() {
+            None
+        } else {
+            let mask = BooleanArray::from_iter((0..n).map(|r| Some(!read(r))));
+            (mask.true_count() < n).then_some(mask)
+        };
+        let zeros = zeros_for(n);
+        let mut columns = batch.columns().to_vec();
+        for name in &unread {
+            let Ok(i) = batch.schema().index_of(name) else {
+                continue;
+            };
+            let nulls = match &dropped {
+                // The kept rows' text copied: nulls over the old buffer
+                // would hold all of it.
+                Some(mask) => columns[i]
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .map(|text| {
+                        let kept = (0..n)
+                            .map(|r| (!mask.value(r) && text.is_valid(r)).then(|| text.value(r)));
+                        std::sync::Arc::new(kept.collect::<StringArray>()) as ArrayRef
+                    }),
+                None => all_null(columns[i].data_type(), n, &zeros),
+            };
+            if let Some(nulls) = nulls {
+                columns[i] = nulls;
+            }
+        }
+        *batch = datafusion::arrow::record_batch::RecordBatch::try_new(batch.schema(), columns)
+            .expect("columns of the same types, nullable");
     }
 }
 

@@ -198,3 +198,113 @@ fn a_summary_count_that_cannot_be_taken_is_reported_not_zero() {
         report.rule_errors
     );
 }
+
+/// A loaded audit lets go of the raw JSON columns no query names; a user
+/// rule that names `payload` and `extra` still reads them as written.
+#[test]
+fn a_user_rule_reads_the_payload_and_extra_the_built_in_rules_leave_out() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "custom.tenant.sql",
+        "-- id: custom.tenant\n-- severity: low\n-- family: custom\n-- dialect: any\n\
+         -- summary: a task of tenant t9\n-- spec: local policy\n\
+         -- explain:\n--   Tenant t9 is audited apart.\n\
+         SELECT task_id, concat('payload ', payload) AS message, make_array(seq) AS seqs \
+         FROM events WHERE extra LIKE '%\"t9\"%'\n",
+    );
+    let mut lines = log();
+    lines[1] = lines[1].replacen('{', r#"{"tenant_id":"t9","#, 1);
+    let report = audit_lines(&lines, |c| c.rules_dir = Some(dir.path().to_path_buf()));
+    assert!(report.rule_errors.is_empty(), "{:?}", report.rule_errors);
+    let found: Vec<String> = report
+        .findings
+        .iter()
+        .filter(|f| f.rule == "custom.tenant")
+        .map(|f| f.message.clone())
+        .collect();
+    assert_eq!(found, [r#"payload {"task_id":"done"}"#]);
+}
+
+#[test]
+fn the_built_in_rules_leave_the_raw_json_out_of_the_loaded_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.ndjson");
+    std::fs::write(&path, log().join("\n")).unwrap();
+    let mut ingested =
+        hvaudit::ingest::ingest(&[path], &hvaudit::ingest::IngestOptions::default()).unwrap();
+    let catalog = hvaudit::rules::catalog::Catalog::embedded().unwrap();
+    hvaudit::audit::let_go_of_unread_json(&mut ingested, &catalog);
+    let events = &ingested.events[0];
+    for (column, nulls) in [("payload", 3), ("extra", 3), ("id", 0), ("task_id", 0)] {
+        let array = events.column_by_name(column).unwrap();
+        assert_eq!(array.null_count(), nulls, "{column}");
+    }
+}
+
+/// The rule comparing versions reads their payloads: an id with two
+/// contents keeps both rows' text, the other rows lose theirs.
+#[test]
+fn the_versions_of_an_id_keep_their_raw_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.ndjson");
+    let mut lines = log();
+    let mut other = event("e1", "task.submitted", "10:00:00", "done");
+    other = other.replace(
+        r#""payload":{"task_id":"done"}"#,
+        r#""payload":{"task_id":"done","n":1}"#,
+    );
+    lines.push(other);
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    let mut ingested =
+        hvaudit::ingest::ingest(&[path.clone()], &hvaudit::ingest::IngestOptions::default())
+            .unwrap();
+    let catalog = hvaudit::rules::catalog::Catalog::embedded().unwrap();
+    hvaudit::audit::let_go_of_unread_json(&mut ingested, &catalog);
+    let payloads = hvaudit::audit::block_on(async {
+        let ctx = datafusion::prelude::SessionContext::new();
+        hvaudit::engine::register_tables(&ctx, &ingested).unwrap();
+        let df = ctx
+            .sql("SELECT id, version, payload IS NULL AS gone FROM events ORDER BY seq")
+            .await
+            .unwrap();
+        datafusion::arrow::util::pretty::pretty_format_batches(&df.collect().await.unwrap())
+            .unwrap()
+            .to_string()
+    });
+    let rows: Vec<&str> = payloads.lines().filter(|l| l.contains("| e")).collect();
+    assert_eq!(rows.len(), 4, "{payloads}");
+    for (row, gone) in rows.iter().zip(["false", "true", "true", "false"]) {
+        assert!(
+            row.trim_end_matches('|').trim().ends_with(gone),
+            "{payloads}"
+        );
+    }
+    // And the rule still says what differs.
+    let report = audit_lines(&lines, |_| {});
+    let found = report
+        .findings
+        .iter()
+        .find(|f| f.rule == "integrity.conflicting_duplicate")
+        .expect("the collision is found");
+    assert!(
+        found.message.contains("differing: payload"),
+        "{}",
+        found.message
+    );
+}
+
+/// Only the rules listed as reading raw JSON may name it among the built-in
+/// queries: the loaded audit keeps it for them in the rows they read.
+#[test]
+fn no_other_built_in_query_names_a_raw_json_column() {
+    let catalog = hvaudit::rules::catalog::Catalog::embedded().unwrap();
+    let readers: Vec<&str> = hvaudit::audit::JSON_READERS.iter().map(|r| r.0).collect();
+    let words = catalog.words(&readers).unwrap();
+    for column in hvaudit::ingest::schema::JSON_COLUMNS.iter() {
+        if column.starts_with("filter_") {
+            continue;
+        }
+        assert!(!words.contains(*column), "a built-in query names {column}");
+    }
+}

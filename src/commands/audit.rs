@@ -73,9 +73,9 @@ pub fn run(args: AuditArgs, config: &Config, quiet: bool) -> anyhow::Result<u8> 
                 Some(how) => audit_spilled(cfg, &catalog, found, skipped, how, quiet)?,
                 None => {
                     let reading = audit.ingest_options().clone();
-                    let ingested =
+                    let mut ingested =
                         super::read_found(&args.input, reading, found, skipped, quiet, &outputs)?;
-                    audit.rules_over(&catalog, &ingested)?
+                    audit.rules_over(&catalog, &mut ingested)?
                 }
             }
         }

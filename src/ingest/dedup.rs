@@ -5,7 +5,7 @@
 
 use super::ndjson::ParsedChunk;
 use super::row::{ChunkRows, drop_rows, share_empty_columns};
-use super::schema::{EVENTS, events_col};
+use super::schema::{EVENTS, JSON_COLUMNS, PROVENANCE, events_col};
 use crate::signals::Temp;
 use datafusion::arrow::array::{
     Array, ArrayRef, Int32Array, Int64Array, StringArray, UInt32Array, make_comparator,
@@ -28,12 +28,6 @@ struct Version {
     chunk: u32,
     row: u32,
 }
-
-/// Columns that describe where and how often an event was seen, not what it
-/// says; they do not take part in content comparison.
-const PROVENANCE: [&str; 5] = ["seq", "src_file", "src_line", "redeliveries", "version"];
-/// Columns holding JSON text, compared as JSON values.
-const JSON_TEXT: [&str; 4] = ["payload", "delivery", "evidence_chain", "extra"];
 
 /// Per chunk: rows kept, and the events/redeliveries attributed to its input.
 pub struct Outcome {
@@ -517,7 +511,7 @@ pub fn rows_equal(x: &RecordBatch, i: usize, y: &RecordBatch, j: usize) -> bool 
             continue;
         }
         let (cx, cy) = (x.column(k), y.column(k));
-        if JSON_TEXT.contains(&name) {
+        if JSON_COLUMNS.contains(&name) {
             let sx = cx
                 .as_any()
                 .downcast_ref::<StringArray>()
@@ -726,6 +720,28 @@ mod tests {
             0,
             "spill files removed"
         );
+    }
+
+    /// Columns taken out of the payload as JSON text (a subscription's
+    /// filter) differ in text with it, and are compared as JSON with it.
+    #[test]
+    fn versions_whose_filters_differ_only_in_spacing_fold() {
+        let a = r#"{"spec_version":"0.2","id":"s1","type":"t.x","source":"s","created_at":"2026-07-14T12:00:00Z","payload":{"types":["a","b"],"filter":{"topic":["x","y"]}}}"#;
+        let a2 = r#"{"spec_version":"0.2","id":"s1","type":"t.x","source":"s","created_at":"2026-07-14T12:00:00Z","payload":{"types":[ "a", "b" ],"filter":{"topic":[ "x" ,"y"]}}}"#;
+        let mut chunks = [chunk(0, 1, &[a]), chunk(1, 2, &[a2])];
+        let mut dedup = Deduper::with_capacity(2);
+        for c in &mut chunks {
+            dedup.push(c);
+        }
+        let out = dedup.finish().unwrap();
+        let rows: usize = out.batches.iter().map(RecordBatch::num_rows).sum();
+        assert_eq!(rows, 1, "one event, redelivered");
+        let red = column(&out.batches[0], "redeliveries")
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap()
+            .value(0);
+        assert_eq!(red, 1);
     }
 
     #[test]

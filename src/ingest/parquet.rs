@@ -10,7 +10,8 @@ use super::normalize::NormalizeOptions;
 use super::row::ChunkRows;
 use super::row::{ChunkShape, all_null, share_empty_columns, zeros_for};
 use super::schema::{
-    BAD_LINES, EVENTS, EVENTS_V1, EVIDENCE, LAYOUT_KEY, LAYOUT_V1, LAYOUT_VERSION,
+    BAD_LINES, EVENTS, EVENTS_V1, EVIDENCE, JSON_COLUMNS, LAYOUT_KEY, LAYOUT_V1, LAYOUT_VERSION,
+    UNKNOWN_MEMBERS,
 };
 use datafusion::arrow::array::{Array, Int64Array, StringArray};
 use datafusion::arrow::compute::cast;
@@ -669,9 +670,6 @@ fn converted_bad_lines(batch: &RecordBatch, file_idx: u32, chunk_idx: u32) -> Pa
     }
 }
 
-/// Columns that hold JSON text in other pipelines' Parquet.
-const JSON_COLUMNS: [&str; 3] = ["payload", "delivery", "evidence_chain"];
-
 /// Rows of a foreign batch as JSON object lines, JSON-text columns inlined.
 fn rows_as_json_lines(
     batch: &RecordBatch,
@@ -686,7 +684,8 @@ fn rows_as_json_lines(
     for line in buf.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
         let fixed = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(line)
             .map(|mut obj| {
-                for k in JSON_COLUMNS {
+                // Members that hold JSON, as other pipelines write them: text.
+                for &k in JSON_COLUMNS.iter().filter(|c| **c != UNKNOWN_MEMBERS) {
                     if let Some(serde_json::Value::String(text)) = obj.get(k)
                         && let Ok(v) = serde_json::from_str::<serde_json::Value>(text)
                     {

@@ -58,6 +58,7 @@ impl Finishing<'_> {
 /// `text`, `text_or_null`: text (a value in every row, or not);
 /// `json_text`: raw JSON text in every row, a nullable column in the layout
 /// (layout 2 declared it so, and files written then must keep matching);
+/// `json_or_null`: raw JSON text, or not;
 /// `envelope_text`: text or null, the envelope member of the column's name
 /// as written (set through [`Row::envelope_string`]);
 /// `category`, `fixed_category` (a `&'static str`), `envelope_category`:
@@ -76,6 +77,7 @@ macro_rules! column_slot {
     (slot text) => { TextColumn };
     (slot json_text) => { TextColumn };
     (slot text_or_null) => { TextColumn };
+    (slot json_or_null) => { TextColumn };
     (slot envelope_text) => { TextColumn };
     (slot fixed_category) => { CategoryColumn };
     (slot category) => { CategoryColumn };
@@ -91,6 +93,7 @@ macro_rules! column_slot {
     (init text, $rows:expr, $text:expr, $file:expr) => { text_column($text) };
     (init json_text, $rows:expr, $text:expr, $file:expr) => { text_column($text) };
     (init text_or_null, $rows:expr, $text:expr, $file:expr) => { text_column($text) };
+    (init json_or_null, $rows:expr, $text:expr, $file:expr) => { text_column($text) };
     (init envelope_text, $rows:expr, $text:expr, $file:expr) => { text_column($text) };
     (init file, $rows:expr, $text:expr, $file:expr) => { Arc::clone($file) };
     (init $kind:ident, $rows:expr, $text:expr, $file:expr) => { Default::default() };
@@ -107,6 +110,7 @@ macro_rules! column_slot {
     (push category, $slot:expr, $row:expr, $value:expr) => { $slot.push($row, &$value) };
     (push fixed_category, $slot:expr, $row:expr, $value:expr) => { $slot.push($row, $value) };
     (push text_or_null, $slot:expr, $row:expr, $value:expr) => { push_some(&mut $slot, $row, &$value) };
+    (push json_or_null, $slot:expr, $row:expr, $value:expr) => { push_some(&mut $slot, $row, &$value) };
     (push envelope_text, $slot:expr, $row:expr, $value:expr) => { push_some(&mut $slot, $row, &$value) };
     (push envelope_category, $slot:expr, $row:expr, $value:expr) => {
         if let Some(value) = &$value {
@@ -161,6 +165,7 @@ macro_rules! column_slot {
     (text_shape text, $slot:expr) => { Some(($slot.values(), $slot.text_bytes())) };
     (text_shape json_text, $slot:expr) => { Some(($slot.values(), $slot.text_bytes())) };
     (text_shape text_or_null, $slot:expr) => { Some(($slot.values(), $slot.text_bytes())) };
+    (text_shape json_or_null, $slot:expr) => { Some(($slot.values(), $slot.text_bytes())) };
     (text_shape envelope_text, $slot:expr) => { Some(($slot.values(), $slot.text_bytes())) };
     (text_shape $kind:ident, $slot:expr) => { None::<(usize, usize)> };
 }
@@ -331,6 +336,9 @@ macro_rules! event_rows {
         event_rows!(@sort [$($row)* pub $field: &'static str,] [$($envelope)*] $($rest)*);
     };
     (@sort [$($row:tt)*] [$($envelope:tt)*] $field:ident: text_or_null, $($rest:tt)*) => {
+        event_rows!(@sort [$($row)* pub $field: Option<Cow<'a, str>>,] [$($envelope)*] $($rest)*);
+    };
+    (@sort [$($row:tt)*] [$($envelope:tt)*] $field:ident: json_or_null, $($rest:tt)*) => {
         event_rows!(@sort [$($row)* pub $field: Option<Cow<'a, str>>,] [$($envelope)*] $($rest)*);
     };
     // Filled in as the chunk finishes, not per row.

@@ -113,25 +113,26 @@ macro_rules! events_columns {
             original_event_id: text_or_null,
             p_checkpoint_id: text_or_null,
             // subscription filter fields as JSON text (payload.X or payload.filter.X)
-            filter_types: text_or_null,
-            filter_source: text_or_null,
-            filter_target: text_or_null,
-            filter_topic: text_or_null,
+            filter_types: json_or_null,
+            filter_source: json_or_null,
+            filter_target: json_or_null,
+            filter_topic: json_or_null,
             // first payload-schema violation, when the type has a payload schema
             payload_error: text_or_null,
             // raw JSON text
             payload: json_text,
-            delivery: text_or_null,
-            evidence_chain: text_or_null,
+            delivery: json_or_null,
+            evidence_chain: json_or_null,
             // unknown top-level fields as one JSON object (tenant_id, actor_id, ...)
-            extra: text_or_null,
+            extra: json_or_null,
         }
     };
 }
 pub(crate) use events_columns;
 
 /// What a column kind of [`events_columns`] is in Arrow: `(data_type KIND)`
-/// its type, `(nullable KIND)` whether it holds nulls. (How rows fill it is
+/// its type, `(nullable KIND)` whether it holds nulls, `(json KIND)`
+/// whether it holds raw JSON text. (How rows fill it is
 /// `row::event_rows`'.)
 #[rustfmt::skip]
 macro_rules! column_kind {
@@ -148,6 +149,7 @@ macro_rules! column_kind {
     (data_type text) => { ::datafusion::arrow::datatypes::DataType::Utf8 };
     (data_type json_text) => { ::datafusion::arrow::datatypes::DataType::Utf8 };
     (data_type text_or_null) => { ::datafusion::arrow::datatypes::DataType::Utf8 };
+    (data_type json_or_null) => { ::datafusion::arrow::datatypes::DataType::Utf8 };
     (data_type envelope_text) => { ::datafusion::arrow::datatypes::DataType::Utf8 };
     (data_type file) => { $crate::ingest::schema::category_type() };
     (data_type fixed_category) => { $crate::ingest::schema::category_type() };
@@ -160,10 +162,15 @@ macro_rules! column_kind {
     (nullable flag_or_null) => { true };
     (nullable instant_or_null) => { true };
     (nullable text_or_null) => { true };
+    (nullable json_or_null) => { true };
     (nullable json_text) => { true };
     (nullable envelope_text) => { true };
     (nullable envelope_category) => { true };
     (nullable $kind:ident) => { false };
+
+    (json json_text) => { true };
+    (json json_or_null) => { true };
+    (json $kind:ident) => { false };
 }
 pub(crate) use column_kind;
 
@@ -193,6 +200,30 @@ macro_rules! events_schema {
 }
 
 events_columns!(events_schema);
+
+/// The [`events_columns`] that hold raw JSON text.
+macro_rules! events_json_columns {
+    ($($field:ident $(= $column:literal)?: $kind:ident $(($of:ident))?,)*) => {
+        /// Columns of `events` holding raw JSON text (compared as JSON
+        /// values, not as text), declared by [`events_columns`].
+        pub static JSON_COLUMNS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+            [$((column_name!($field $($column)?), column_kind!(json $kind))),*]
+                .into_iter()
+                .filter_map(|(name, json)| json.then_some(name))
+                .collect()
+        });
+    };
+}
+
+events_columns!(events_json_columns);
+
+/// The column of the top-level members no protocol names, as one JSON
+/// object: hvaudit's own, never a column of other pipelines' files.
+pub const UNKNOWN_MEMBERS: &str = "extra";
+
+/// Columns that say where and how often an event was seen, not what it
+/// says: they take no part in comparing two events' contents.
+pub const PROVENANCE: [&str; 5] = ["seq", "src_file", "src_line", "redeliveries", "version"];
 
 /// `events` as layout 1 wrote it: the category columns as plain text.
 pub static EVENTS_V1: LazyLock<SchemaRef> = LazyLock::new(|| {
@@ -316,7 +347,18 @@ mod tests {
                 "README.md says {} is {type_}, the schema {words:?}",
                 field.name()
             );
+            let json = JSON_COLUMNS.contains(&field.name().as_str());
+            assert_eq!(
+                type_ == "JSON text",
+                json,
+                "README.md says {} is {type_}; a JSON column: {json}",
+                field.name()
+            );
         }
+        for name in PROVENANCE.iter().chain([&UNKNOWN_MEMBERS]) {
+            assert!(EVENTS.index_of(name).is_ok(), "{name} is not a column");
+        }
+        assert!(JSON_COLUMNS.contains(&UNKNOWN_MEMBERS));
         for name in listed {
             assert!(
                 EVENTS.index_of(name).is_ok(),

@@ -56,6 +56,22 @@ pub struct FileError {
 }
 
 impl Catalog {
+    /// Every word the views and rules use (lower-cased), the rules named
+    /// in `except` left out, or None when a query cannot be read into words
+    /// (then any name may be used).
+    pub fn words(&self, except: &[&str]) -> Option<std::collections::HashSet<String>> {
+        let mut all = std::collections::HashSet::new();
+        let rules = self
+            .rules
+            .iter()
+            .filter(|r| !except.contains(&r.meta.id.as_str()));
+        let texts = self.views.iter().map(|v| &v.sql);
+        for sql in texts.chain(rules.map(|r| &r.sql)) {
+            all.extend(super::helpers::words(sql)?);
+        }
+        Some(all)
+    }
+
     /// The embedded rules and views.
     pub fn embedded() -> Result<Catalog, Vec<FileError>> {
         let mut c = Catalog::default();

@@ -71,6 +71,21 @@ pub fn expand(sql: &str) -> Result<String, String> {
     expand_tokens(sql, &tokens, &spans, 0..tokens.len())
 }
 
+/// The words of `sql` (names, quoted or not, and keywords), lower-cased;
+/// None when the tokenizer cannot read it.
+pub fn words(sql: &str) -> Option<Vec<String>> {
+    let tokens = Tokenizer::new(&GenericDialect {}, sql).tokenize().ok()?;
+    Some(
+        tokens
+            .into_iter()
+            .filter_map(|t| match t {
+                Token::Word(w) => Some(w.value.to_lowercase()),
+                _ => None,
+            })
+            .collect(),
+    )
+}
+
 /// The expansion of `tokens[range]`, as text.
 fn expand_tokens(
     sql: &str,
