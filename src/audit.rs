@@ -137,7 +137,7 @@ pub enum Mode {
 /// ```no_run
 /// # use hvaudit::audit::{Audit, AuditConfig};
 /// let report = Audit::new(AuditConfig {
-///     inputs: vec!["samples/quickstart.ndjson".into()],
+///     inputs: vec!["samples/incident".into()],
 ///     ..Default::default()
 /// })
 /// .run()?;
@@ -268,18 +268,20 @@ pub fn let_go_of_unread_json(ingested: &mut Ingested, catalog: &Catalog) {
     if unread.is_empty() {
         return;
     }
-    let running = |wanted: fn(&JsonRows) -> Option<&'static str>| -> Vec<&'static str> {
-        JSON_READERS
-            .iter()
-            .filter(|(rule, _)| catalog.rules.iter().any(|r| r.meta.id == *rule))
-            .filter_map(|(_, rows)| wanted(rows))
-            .collect()
-    };
-    let versions_read = !running(|r| matches!(r, JsonRows::Versions).then_some("")).is_empty();
-    let types_read = running(|r| match r {
-        JsonRows::OfType(t) => Some(*t),
-        JsonRows::Versions => None,
-    });
+    // What the readers in this run read.
+    let running: Vec<JsonRows> = JSON_READERS
+        .iter()
+        .filter(|(rule, _)| catalog.rules.iter().any(|r| r.meta.id == *rule))
+        .map(|(_, rows)| *rows)
+        .collect();
+    let versions_read = running.iter().any(|r| matches!(r, JsonRows::Versions));
+    let types_read: Vec<&str> = running
+        .iter()
+        .filter_map(|r| match r {
+            JsonRows::OfType(t) => Some(*t),
+            JsonRows::Versions => None,
+        })
+        .collect();
     let column = |batch: &datafusion::arrow::record_batch::RecordBatch, name: &str| {
         batch.column_by_name(name).map(std::sync::Arc::clone)
     };

@@ -256,9 +256,11 @@ fn the_versions_of_an_id_keep_their_raw_json() {
     );
     lines.push(other);
     std::fs::write(&path, lines.join("\n")).unwrap();
-    let mut ingested =
-        hvaudit::ingest::ingest(&[path.clone()], &hvaudit::ingest::IngestOptions::default())
-            .unwrap();
+    let mut ingested = hvaudit::ingest::ingest(
+        std::slice::from_ref(&path),
+        &hvaudit::ingest::IngestOptions::default(),
+    )
+    .unwrap();
     let catalog = hvaudit::rules::catalog::Catalog::embedded().unwrap();
     hvaudit::audit::let_go_of_unread_json(&mut ingested, &catalog);
     let payloads = hvaudit::audit::block_on(async {
