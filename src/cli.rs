@@ -352,8 +352,8 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "INSTANT", value_parser = parse_instant)]
     pub at: Option<chrono::DateTime<chrono::Utc>>,
     /// Output format.
-    #[arg(long, default_value = "text", value_parser = ["text", "json", "html", "md"])]
-    pub format: String,
+    #[arg(long, value_enum, default_value_t = crate::replay::ReplayFormat::Text)]
+    pub format: crate::replay::ReplayFormat,
     /// Write the replay here instead of stdout (a file is replaced
     /// atomically; `-` is stdout).
     #[arg(short, long, value_name = "FILE")]

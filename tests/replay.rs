@@ -370,12 +370,14 @@ fn markdown_replay_has_the_tree_the_instant_and_the_findings() {
         r.findings.len()
     );
     assert_table_rows_whole(&md);
-    // "md" is a name the parser knows, as is "markdown".
-    assert_eq!("md".parse::<ReplayFormat>(), Ok(ReplayFormat::Markdown));
-    assert_eq!(
-        "markdown".parse::<ReplayFormat>(),
-        Ok(ReplayFormat::Markdown)
-    );
+    // "md" is a name the command line knows, as is "markdown".
+    use clap::ValueEnum;
+    for name in ["md", "markdown", "MD"] {
+        assert_eq!(
+            ReplayFormat::from_str(name, true),
+            Ok(ReplayFormat::Markdown)
+        );
+    }
 }
 
 #[test]

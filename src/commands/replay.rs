@@ -4,10 +4,10 @@
 use crate::audit::AuditConfig;
 use crate::cli::ReplayArgs;
 use crate::output::write_output;
-use crate::replay::{ReplayError, ReplayFormat, ReplayRequest, Scope, Tables, render, replay};
+use crate::replay::{ReplayError, ReplayRequest, Scope, Tables, render, replay};
 
 pub fn run(args: ReplayArgs, quiet: bool) -> anyhow::Result<u8> {
-    let format: ReplayFormat = args.format.parse().map_err(anyhow::Error::msg)?;
+    let format = args.format;
     let scope = match (&args.task, &args.session) {
         (Some(t), None) => Scope::Task(t.clone()),
         (None, Some(s)) => Scope::Session(s.clone()),

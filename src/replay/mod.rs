@@ -297,28 +297,14 @@ fn instant<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::E
 }
 
 /// An output format of `hvaudit replay`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ReplayFormat {
     Text,
     Json,
     Html,
     /// Markdown, for a ticket or a pull request.
+    #[value(name = "md", alias = "markdown")]
     Markdown,
-}
-
-impl std::str::FromStr for ReplayFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "text" => Ok(ReplayFormat::Text),
-            "json" => Ok(ReplayFormat::Json),
-            "html" => Ok(ReplayFormat::Html),
-            "md" | "markdown" => Ok(ReplayFormat::Markdown),
-            other => Err(format!(
-                "unknown replay format '{other}'; use one of text, json, html, md"
-            )),
-        }
-    }
 }
 
 /// Writes `replay` to `out` in `format`.
