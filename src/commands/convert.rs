@@ -352,11 +352,7 @@ fn refuse_same_shard(out: &Path, shard: u16) -> anyhow::Result<()> {
         // A prefix with no object yet holds no run.
         match crate::ingest::inputs::expand(&[out.to_path_buf()], true) {
             Ok((found, _)) => found,
-            Err(crate::ingest::inputs::InputError::Remote { reason, .. })
-                if reason.starts_with("no such object") =>
-            {
-                return Ok(());
-            }
+            Err(crate::ingest::inputs::InputError::RemoteMissing { .. }) => return Ok(()),
             Err(e) => return Err(e.into()),
         }
     } else if out.is_dir() {

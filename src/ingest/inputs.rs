@@ -77,6 +77,9 @@ pub enum InputError {
     NoLogs { path: String, skipped: String },
     #[error("cannot read {url}: {reason}")]
     Remote { url: String, reason: String },
+    /// Nothing at an object URL: no object, no object below it.
+    #[error("cannot read {url}: {reason}")]
+    RemoteMissing { url: String, reason: String },
     /// Parquet of two convert runs whose seqs overlap (see
     /// `parquet::check_seqs_disjoint`, which words it).
     #[error("{0}")]
@@ -131,9 +134,15 @@ pub fn expand(
             reason,
         };
         if let Some(url) = p.to_str().filter(|s| super::remote::is_url(s)) {
-            let found = super::remote::expand(url).map_err(|e| InputError::Remote {
-                url: e.url,
-                reason: e.reason,
+            let found = super::remote::expand(url).map_err(|e| match e.missing {
+                true => InputError::RemoteMissing {
+                    url: e.url,
+                    reason: e.reason,
+                },
+                false => InputError::Remote {
+                    url: e.url,
+                    reason: e.reason,
+                },
             })?;
             if found.objects.is_empty() && !allow_empty {
                 return Err(InputError::NoLogs {

@@ -113,6 +113,8 @@ pub struct Expanded {
 pub struct RemoteError {
     pub url: String,
     pub reason: String,
+    /// Nothing is there: no object, and none below it as a prefix.
+    pub missing: bool,
 }
 
 /// Expand one argument: a single object, a prefix (`s3://b/logs/`, every
@@ -122,10 +124,12 @@ pub fn expand(arg: &str) -> Result<Expanded, RemoteError> {
     let named = parse(arg).map_err(|reason| RemoteError {
         url: arg.chars().take(200).collect(),
         reason,
+        missing: false,
     })?;
     let fail = |reason: String| RemoteError {
         url: named.shown.clone(),
         reason,
+        missing: false,
     };
     let store = store_for(&named.base).map_err(&fail)?;
     let object = |meta: &ObjectMeta| RemoteObject {
@@ -187,9 +191,13 @@ pub fn expand(arg: &str) -> Result<Expanded, RemoteError> {
     };
     let listed = list(&store, &prefix).map_err(|e| fail(explain(&e)))?;
     if listed.is_empty() {
-        return Err(fail(
-            "no such object, and no object below it as a prefix; check the bucket and key".into(),
-        ));
+        return Err(RemoteError {
+            missing: true,
+            ..fail(
+                "no such object, and no object below it as a prefix; check the bucket and key"
+                    .into(),
+            )
+        });
     }
     let mut out = Expanded {
         objects: Vec::new(),
