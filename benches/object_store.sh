@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The same generated log audited from local disk and from an S3-compatible
 # server on 127.0.0.1 (moto's, as the tests use), in one run: wall time of
-# each and whether the JSON reports agree (file names aside).
+# each and whether the JSON reports agree (file names aside). Then its
+# Parquet: `convert` to a directory and to the server, and `--in-place` and
+# loaded audits of each, whose findings must equal the NDJSON audit's.
 #   benches/object_store.sh [SIZE]     (default: 1G)
 # BIN=path/to/hvaudit to time a given binary (else the release build);
 # BENCH_DIR keeps the generated log between runs. Needs
@@ -50,4 +52,27 @@ a, b = (json.load(open(p)) for p in sys.argv[1:])
 same = a["findings"] == b["findings"] and a["inputs"] == b["inputs"]
 print(f"  reports {'agree' if same else 'DIFFER'} ({len(a['findings'])} findings)")
 sys.exit(0 if same else 1)
+PY
+
+convert() { # NAME OUT: convert the log, print wall time and peak RSS
+  /usr/bin/time -f "%e %M" -o "$WORK/time" "$BIN" --no-config convert -q -o "$2" "$LOG"
+  read -r secs kb <"$WORK/time"
+  printf '  %-24s %8.2f s  %6.2f GiB peak\n' "$1" "$secs" "$(echo "$kb / 1048576" | bc -l)"
+}
+echo "== its Parquet"
+rm -rf "$WORK/parquet"
+convert "convert to disk" "$WORK/parquet"
+convert "convert to S3" "s3://bench/parquet/"
+timed "in place, disk" "$WORK/in-place.json" --in-place "$WORK/parquet"
+timed "in place, S3" "$WORK/in-place-s3.json" --in-place "s3://bench/parquet/"
+timed "loaded Parquet, S3" "$WORK/loaded-s3.json" "s3://bench/parquet/"
+python3 - "$WORK/local.json" "$WORK/in-place.json" "$WORK/in-place-s3.json" "$WORK/loaded-s3.json" <<'PY'
+import json, sys
+prints = lambda p: sorted(f["fingerprint"] for f in json.load(open(p))["findings"])
+base = prints(sys.argv[1])
+for p in sys.argv[2:]:
+    same = prints(p) == base
+    print(f"  {p.rsplit('/', 1)[-1]}: {'same findings' if same else 'DIFFERENT findings'}")
+    if not same:
+        sys.exit(1)
 PY
