@@ -6,6 +6,18 @@
 //! JSON, an escaped or (with `dedup`) repeated key, nesting deeper than 64.
 //! serde_json then reads the text, and either accepts it after all or
 //! says why not, so the messages come from one place.
+//!
+//! Measured against sonic-rs 0.5.10 (`to_object_iter`, values as raw
+//! text, serde_json still reading what it gives up on; both at opt-level
+//! 3, baseline x86-64 so without AVX2) on the whole line path, 2026-12-02,
+//! 2-core VM: `sql -e 'SELECT count(*) FROM events'` on a 1 GB generated
+//! log took 4.24 s with this scanner vs 5.42 s with sonic-rs (+28 %,
+//! medians of 6 runs); instructions (callgrind) 40.0 G vs 65.6 G (+64 %),
+//! of which this reading 8.9 G vs 34.5 G. sonic-rs's iterator also copies
+//! every key into a new String, and is looser than serde_json: it ignores
+//! text after the object, takes any four bytes after `\u`, and skips
+//! nested values by recursion without a limit (200,000 nested brackets
+//! overflowed the stack). Kept this scanner.
 
 use serde::Deserialize;
 use serde::de::{self, MapAccess, Visitor};
