@@ -286,7 +286,8 @@ pub fn let_go_of_unread_json(ingested: &mut Ingested, catalog: &Catalog) {
         batch.column_by_name(name).map(std::sync::Arc::clone)
     };
     // The ids with later versions: few, and their rows keep their text.
-    let mut versioned = std::collections::HashSet::new();
+    let started = std::time::Instant::now();
+    let mut versioned = foldhash::HashSet::default();
     for batch in ingested.events.iter().filter(|_| versions_read) {
         let (Some(ids), Some(versions)) = (column(batch, "id"), column(batch, "version")) else {
             continue;
@@ -307,18 +308,19 @@ pub fn let_go_of_unread_json(ingested: &mut Ingested, catalog: &Catalog) {
         let ids = ids
             .as_ref()
             .and_then(|a| a.as_any().downcast_ref::<StringArray>());
+        // Per row, whether its type is read: decided once per distinct type.
         let types = column(batch, "type");
         let types = types.as_ref().and_then(|t| {
             let t = t.as_any_dictionary_opt()?;
-            let values = t.values().as_any().downcast_ref::<StringArray>()?.clone();
-            let keys = t.normalized_keys();
-            Some((keys, values))
+            let values = t.values().as_any().downcast_ref::<StringArray>()?;
+            let read: Vec<bool> = (0..values.len())
+                .map(|v| values.is_valid(v) && types_read.contains(&values.value(v)))
+                .collect();
+            Some((t.normalized_keys(), read))
         });
         let read = |r: usize| {
-            ids.is_some_and(|ids| versioned.contains(ids.value(r)))
-                || types
-                    .as_ref()
-                    .is_some_and(|(keys, values)| types_read.contains(&values.value(keys[r])))
+            types.as_ref().is_some_and(|(keys, read)| read[keys[r]])
+                || ids.is_some_and(|ids| !versioned.is_empty() && versioned.contains(ids.value(r)))
         };
         // Rows whose text goes: all of them but those a reader reads.
         let dropped: Option<BooleanArray> = if versioned.is_empty() && types_read.is_empty() {
@@ -339,11 +341,7 @@ pub fn let_go_of_unread_json(ingested: &mut Ingested, catalog: &Catalog) {
                 Some(mask) => columns[i]
                     .as_any()
                     .downcast_ref::<StringArray>()
-                    .map(|text| {
-                        let kept = (0..n)
-                            .map(|r| (!mask.value(r) && text.is_valid(r)).then(|| text.value(r)));
-                        std::sync::Arc::new(kept.collect::<StringArray>()) as ArrayRef
-                    }),
+                    .map(|text| std::sync::Arc::new(text_of_kept_rows(text, mask)) as ArrayRef),
                 None => all_null(columns[i].data_type(), n, &zeros),
             };
             if let Some(nulls) = nulls {
@@ -353,6 +351,39 @@ pub fn let_go_of_unread_json(ingested: &mut Ingested, catalog: &Catalog) {
         *batch = datafusion::arrow::record_batch::RecordBatch::try_new(batch.schema(), columns)
             .expect("columns of the same types, nullable");
     }
+    crate::progress::timing("ingest", "unread JSON let go", started);
+}
+
+/// `text` with only the rows not marked in `dropped` left, the others
+/// null; the kept rows' bytes are copied, so the old buffers can go.
+fn text_of_kept_rows(
+    text: &datafusion::arrow::array::StringArray,
+    dropped: &datafusion::arrow::array::BooleanArray,
+) -> datafusion::arrow::array::StringArray {
+    use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer};
+    let kept = match text.nulls() {
+        Some(valid) => valid.inner() & &!dropped.values(),
+        None => !dropped.values(),
+    };
+    let offsets = text.value_offsets();
+    let mut values = Vec::new();
+    let mut ends = Vec::with_capacity(text.len() + 1);
+    ends.push(0i32);
+    for r in 0..text.len() {
+        if kept.value(r) {
+            let (start, end) = (offsets[r] as usize, offsets[r + 1] as usize);
+            values.extend_from_slice(&text.value_data()[start..end]);
+        }
+        ends.push(i32::try_from(values.len()).expect("fewer bytes than the column held"));
+    }
+    // The offsets rise and each kept value is a whole UTF-8 value of
+    // `text`: the checks of `try_new` hold.
+    datafusion::arrow::array::StringArray::try_new(
+        OffsetBuffer::new(ends.into()),
+        values.into(),
+        Some(NullBuffer::new(kept)),
+    )
+    .expect("offsets within the values, whole UTF-8 values")
 }
 
 /// A multi-threaded runtime for the query engine, for callers without one.
