@@ -17,6 +17,9 @@ use datafusion::prelude::SessionContext;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+mod unread_columns;
+pub use unread_columns::let_go_of_unread_columns;
+
 /// Everything an audit run needs to know.
 #[derive(Debug, Clone, Default)]
 pub struct AuditConfig {
@@ -213,177 +216,17 @@ impl Audit {
     }
 
     /// The rules over tables the caller read itself (`hvaudit audit` reads
-    /// them with a progress bar and its `--bad-lines` output). The raw JSON
-    /// columns that no view or rule names are let go of first
-    /// ([`let_go_of_unread_json`]).
+    /// them with a progress bar and its `--bad-lines` output). The columns
+    /// no view or rule reads are let go of first
+    /// ([`let_go_of_unread_columns`]).
     pub fn rules_over(
         &self,
         catalog: &Catalog,
         ingested: &mut Ingested,
     ) -> Result<Report, AuditError> {
-        let_go_of_unread_json(ingested, catalog);
+        let_go_of_unread_columns(ingested, catalog);
         block_on(audit_ingested(&self.config, catalog, ingested))
     }
-}
-
-/// Where a built-in rule reads raw JSON text.
-#[derive(Debug, Clone, Copy)]
-pub enum JsonRows {
-    /// The rows of ids with more than one version (it compares them).
-    Versions,
-    /// The rows of one event type (it quotes them).
-    OfType(&'static str),
-}
-
-/// The built-in rules that read raw JSON text, and in which rows; no other
-/// built-in query names a JSON column (`tests/user_rules.rs` checks it).
-pub const JSON_READERS: [(&str, JsonRows); 2] = [
-    ("integrity.conflicting_duplicate", JsonRows::Versions),
-    (
-        "subscription.no_filter",
-        JsonRows::OfType("subscription.requested"),
-    ),
-];
-
-/// The raw JSON text columns (`schema::JSON_COLUMNS`: `payload`,
-/// `delivery`, `evidence_chain`, `extra`, the filters) hold a fifth of a
-/// loaded table's bytes, and an audit reads them only through a query that
-/// names them: ingest has already checked them and taken out the fields the
-/// rules use. Those no view or rule names become nulls over one shared
-/// buffer (the layout stays `EVENTS`), except in the rows that the
-/// [`JSON_READERS`] read, so the rules run in the memory they held.
-pub fn let_go_of_unread_json(ingested: &mut Ingested, catalog: &Catalog) {
-    use crate::ingest::row::{all_null, zeros_for};
-    use crate::ingest::schema::JSON_COLUMNS;
-    use datafusion::arrow::array::{ArrayRef, BooleanArray, Int32Array, StringArray};
-    let readers: Vec<&str> = JSON_READERS.iter().map(|(rule, _)| *rule).collect();
-    let Some(words) = catalog.words(&readers) else {
-        return;
-    };
-    let unread: Vec<&str> = JSON_COLUMNS
-        .iter()
-        .copied()
-        .filter(|c| !words.contains(*c))
-        .collect();
-    if unread.is_empty() {
-        return;
-    }
-    // What the readers in this run read.
-    let running: Vec<JsonRows> = JSON_READERS
-        .iter()
-        .filter(|(rule, _)| catalog.rules.iter().any(|r| r.meta.id == *rule))
-        .map(|(_, rows)| *rows)
-        .collect();
-    let versions_read = running.iter().any(|r| matches!(r, JsonRows::Versions));
-    let types_read: Vec<&str> = running
-        .iter()
-        .filter_map(|r| match r {
-            JsonRows::OfType(t) => Some(*t),
-            JsonRows::Versions => None,
-        })
-        .collect();
-    let column = |batch: &datafusion::arrow::record_batch::RecordBatch, name: &str| {
-        batch.column_by_name(name).map(std::sync::Arc::clone)
-    };
-    // The ids with later versions: few, and their rows keep their text.
-    let started = std::time::Instant::now();
-    let mut versioned = foldhash::HashSet::default();
-    for batch in ingested.events.iter().filter(|_| versions_read) {
-        let (Some(ids), Some(versions)) = (column(batch, "id"), column(batch, "version")) else {
-            continue;
-        };
-        let (Some(ids), Some(versions)) = (
-            ids.as_any().downcast_ref::<StringArray>(),
-            versions.as_any().downcast_ref::<Int32Array>(),
-        ) else {
-            continue;
-        };
-        for row in (0..batch.num_rows()).filter(|&r| versions.value(r) > 1) {
-            versioned.insert(ids.value(row).to_string());
-        }
-    }
-    for batch in &mut ingested.events {
-        let n = batch.num_rows();
-        let ids = column(batch, "id");
-        let ids = ids
-            .as_ref()
-            .and_then(|a| a.as_any().downcast_ref::<StringArray>());
-        // Per row, whether its type is read: decided once per distinct type.
-        let types = column(batch, "type");
-        let types = types.as_ref().and_then(|t| {
-            let t = t.as_any_dictionary_opt()?;
-            let values = t.values().as_any().downcast_ref::<StringArray>()?;
-            let read: Vec<bool> = (0..values.len())
-                .map(|v| values.is_valid(v) && types_read.contains(&values.value(v)))
-                .collect();
-            Some((t.normalized_keys(), read))
-        });
-        let read = |r: usize| {
-            types.as_ref().is_some_and(|(keys, read)| read[keys[r]])
-                || ids.is_some_and(|ids| !versioned.is_empty() && versioned.contains(ids.value(r)))
-        };
-        // Rows whose text goes: all of them but those a reader reads.
-        let dropped: Option<BooleanArray> = if versioned.is_empty() && types_read.is_empty() {
-            None
-        } else {
-            let mask = BooleanArray::from_iter((0..n).map(|r| Some(!read(r))));
-            (mask.true_count() < n).then_some(mask)
-        };
-        let zeros = zeros_for(n);
-        let mut columns = batch.columns().to_vec();
-        for name in &unread {
-            let Ok(i) = batch.schema().index_of(name) else {
-                continue;
-            };
-            let nulls = match &dropped {
-                // The kept rows' text copied: nulls over the old buffer
-                // would hold all of it.
-                Some(mask) => columns[i]
-                    .as_any()
-                    .downcast_ref::<StringArray>()
-                    .map(|text| std::sync::Arc::new(text_of_kept_rows(text, mask)) as ArrayRef),
-                None => all_null(columns[i].data_type(), n, &zeros),
-            };
-            if let Some(nulls) = nulls {
-                columns[i] = nulls;
-            }
-        }
-        *batch = datafusion::arrow::record_batch::RecordBatch::try_new(batch.schema(), columns)
-            .expect("columns of the same types, nullable");
-    }
-    crate::progress::timing("ingest", "unread JSON let go", started);
-}
-
-/// `text` with only the rows not marked in `dropped` left, the others
-/// null; the kept rows' bytes are copied, so the old buffers can go.
-fn text_of_kept_rows(
-    text: &datafusion::arrow::array::StringArray,
-    dropped: &datafusion::arrow::array::BooleanArray,
-) -> datafusion::arrow::array::StringArray {
-    use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer};
-    let kept = match text.nulls() {
-        Some(valid) => valid.inner() & &!dropped.values(),
-        None => !dropped.values(),
-    };
-    let offsets = text.value_offsets();
-    let mut values = Vec::new();
-    let mut ends = Vec::with_capacity(text.len() + 1);
-    ends.push(0i32);
-    for r in 0..text.len() {
-        if kept.value(r) {
-            let (start, end) = (offsets[r] as usize, offsets[r + 1] as usize);
-            values.extend_from_slice(&text.value_data()[start..end]);
-        }
-        ends.push(i32::try_from(values.len()).expect("fewer bytes than the column held"));
-    }
-    // The offsets rise and each kept value is a whole UTF-8 value of
-    // `text`: the checks of `try_new` hold.
-    datafusion::arrow::array::StringArray::try_new(
-        OffsetBuffer::new(ends.into()),
-        values.into(),
-        Some(NullBuffer::new(kept)),
-    )
-    .expect("offsets within the values, whole UTF-8 values")
 }
 
 /// A multi-threaded runtime for the query engine, for callers without one.

@@ -226,48 +226,120 @@ fn a_user_rule_reads_the_payload_and_extra_the_built_in_rules_leave_out() {
     assert_eq!(found, [r#"payload {"task_id":"done"}"#]);
 }
 
-#[test]
-fn the_built_in_rules_leave_the_raw_json_out_of_the_loaded_table() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("log.ndjson");
-    std::fs::write(&path, log().join("\n")).unwrap();
-    let mut ingested =
-        hvaudit::ingest::ingest(&[path], &hvaudit::ingest::IngestOptions::default()).unwrap();
-    let catalog = hvaudit::rules::catalog::Catalog::embedded().unwrap();
-    hvaudit::audit::let_go_of_unread_json(&mut ingested, &catalog);
-    let events = &ingested.events[0];
-    for (column, nulls) in [("payload", 3), ("extra", 3), ("id", 0), ("task_id", 0)] {
-        let array = events.column_by_name(column).unwrap();
-        assert_eq!(array.null_count(), nulls, "{column}");
-    }
+/// `log()` with envelope fields no built-in query reads (`topic`,
+/// `conversation_id`, `correlation_id`, `confidence`) on every event.
+fn log_with_unread_fields() -> Vec<String> {
+    log()
+        .iter()
+        .map(|line| {
+            line.replacen(
+                '{',
+                r#"{"topic":"t","conversation_id":"c","correlation_id":"r","confidence":0.5,"#,
+                1,
+            )
+        })
+        .collect()
 }
 
-/// The rule comparing versions reads their payloads: an id with two
-/// contents keeps both rows' text, the other rows lose theirs.
+fn ingest_lines(dir: &Path, lines: &[String]) -> hvaudit::ingest::Ingested {
+    let path = dir.join("log.ndjson");
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    hvaudit::ingest::ingest(&[path], &hvaudit::ingest::IngestOptions::default()).unwrap()
+}
+
+fn null_counts(ingested: &hvaudit::ingest::Ingested, columns: &[&str]) -> Vec<usize> {
+    let events = &ingested.events[0];
+    columns
+        .iter()
+        .map(|c| events.column_by_name(c).unwrap().null_count())
+        .collect()
+}
+
+#[test]
+fn the_built_in_rules_leave_unread_columns_out_of_the_loaded_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ingested = ingest_lines(dir.path(), &log_with_unread_fields());
+    let catalog = hvaudit::rules::catalog::Catalog::embedded().unwrap();
+    hvaudit::audit::let_go_of_unread_columns(&mut ingested, &catalog);
+    let gone = [
+        "payload",
+        "extra",
+        "topic",
+        "conversation_id",
+        "correlation_id",
+        "confidence",
+    ];
+    assert_eq!(null_counts(&ingested, &gone), [3; 6], "{gone:?}");
+    let kept = [
+        "id",
+        "task_id",
+        "source",
+        "created_at",
+        "src_file",
+        "src_line",
+    ];
+    assert_eq!(null_counts(&ingested, &kept), [0; 6], "{kept:?}");
+}
+
+/// A user's query with a `*` may read any column: none is let go.
+#[test]
+fn a_user_query_with_a_wildcard_keeps_every_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules");
+    write(
+        &rules,
+        "custom.everything.sql",
+        "-- id: custom.everything\n-- severity: low\n-- family: custom\n-- dialect: any\n\
+         -- summary: any event\n-- spec: local policy\n-- explain:\n--   All of it.\n\
+         SELECT e.task_id, 'x' AS message, make_array(e.seq) AS seqs \
+         FROM (SELECT * FROM events) e WHERE e.seq < 0\n",
+    );
+    let mut ingested = ingest_lines(dir.path(), &log_with_unread_fields());
+    let mut catalog = hvaudit::rules::catalog::Catalog::embedded().unwrap();
+    catalog.add_dir(&rules).unwrap();
+    hvaudit::audit::let_go_of_unread_columns(&mut ingested, &catalog);
+    let columns = ["payload", "topic", "correlation_id", "confidence"];
+    assert_eq!(null_counts(&ingested, &columns), [0; 4], "{columns:?}");
+    // count(*) is not such a `*`.
+    let mut catalog = hvaudit::rules::catalog::Catalog::embedded().unwrap();
+    write(
+        &rules,
+        "custom.everything.sql",
+        "-- id: custom.everything\n-- severity: low\n-- family: custom\n-- dialect: any\n\
+         -- summary: any event\n-- spec: local policy\n-- explain:\n--   All of it.\n\
+         SELECT task_id, 'x' AS message, make_array(min(seq)) AS seqs FROM events \
+         GROUP BY task_id HAVING count(*) > 9\n",
+    );
+    catalog.add_dir(&rules).unwrap();
+    hvaudit::audit::let_go_of_unread_columns(&mut ingested, &catalog);
+    assert_eq!(null_counts(&ingested, &columns), [3; 4], "{columns:?}");
+}
+
+/// The rule comparing versions reads their payloads and correlation ids:
+/// an id with two contents keeps both rows' text, the other rows lose it.
 #[test]
 fn the_versions_of_an_id_keep_their_raw_json() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("log.ndjson");
-    let mut lines = log();
-    let mut other = event("e1", "task.submitted", "10:00:00", "done");
-    other = other.replace(
+    let mut lines = log_with_unread_fields();
+    let other = lines[0].replace(
         r#""payload":{"task_id":"done"}"#,
         r#""payload":{"task_id":"done","n":1}"#,
     );
     lines.push(other);
-    std::fs::write(&path, lines.join("\n")).unwrap();
-    let mut ingested = hvaudit::ingest::ingest(
-        std::slice::from_ref(&path),
-        &hvaudit::ingest::IngestOptions::default(),
-    )
-    .unwrap();
+    let mut ingested = ingest_lines(dir.path(), &lines);
     let catalog = hvaudit::rules::catalog::Catalog::embedded().unwrap();
-    hvaudit::audit::let_go_of_unread_json(&mut ingested, &catalog);
+    hvaudit::audit::let_go_of_unread_columns(&mut ingested, &catalog);
     let payloads = hvaudit::audit::block_on(async {
         let ctx = datafusion::prelude::SessionContext::new();
         hvaudit::engine::register_tables(&ctx, &ingested).unwrap();
         let df = ctx
-            .sql("SELECT id, version, payload IS NULL AS gone FROM events ORDER BY seq")
+            .sql(
+                "SELECT id, version, CASE \
+                   WHEN payload IS NULL AND correlation_id IS NULL THEN 'true' \
+                   WHEN payload IS NOT NULL AND correlation_id IS NOT NULL THEN 'false' \
+                   ELSE 'mixed' END AS gone \
+                 FROM events ORDER BY seq",
+            )
             .await
             .unwrap();
         datafusion::arrow::util::pretty::pretty_format_batches(&df.collect().await.unwrap())
@@ -296,17 +368,78 @@ fn the_versions_of_an_id_keep_their_raw_json() {
     );
 }
 
-/// Only the rules listed as reading raw JSON may name it among the built-in
-/// queries: the loaded audit keeps it for them in the rows they read.
+/// Versions that differ only in an envelope field no other rule reads are
+/// still told apart: the rows of versioned ids keep every column.
 #[test]
-fn no_other_built_in_query_names_a_raw_json_column() {
-    let catalog = hvaudit::rules::catalog::Catalog::embedded().unwrap();
-    let readers: Vec<&str> = hvaudit::audit::JSON_READERS.iter().map(|r| r.0).collect();
-    let words = catalog.words(&readers).unwrap();
-    for column in hvaudit::ingest::schema::JSON_COLUMNS.iter() {
-        if column.starts_with("filter_") {
-            continue;
-        }
-        assert!(!words.contains(*column), "a built-in query names {column}");
-    }
+fn versions_differing_only_in_an_unread_envelope_field_are_compared() {
+    let mut lines = log_with_unread_fields();
+    lines.push(lines[2].replace(r#""correlation_id":"r""#, r#""correlation_id":"r2""#));
+    let report = audit_lines(&lines, |_| {});
+    let found = report
+        .findings
+        .iter()
+        .find(|f| f.rule == "integrity.conflicting_duplicate")
+        .expect("the collision is found");
+    assert!(
+        found.message.contains("differing: correlation_id"),
+        "{}",
+        found.message
+    );
+}
+
+/// A user's rule that says which rows it reads keeps the columns only it
+/// names in those rows, and reads them there.
+#[test]
+fn a_user_rule_saying_its_rows_keeps_its_columns_in_those_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules");
+    write(
+        &rules,
+        "custom.topic.sql",
+        "-- id: custom.topic\n-- severity: low\n-- family: custom\n-- dialect: any\n\
+         -- summary: a completion's topic\n-- spec: local policy\n\
+         -- rows: type task.completed\n-- explain:\n--   Topics are audited.\n\
+         SELECT task_id, concat('topic ', topic) AS message, make_array(seq) AS seqs \
+         FROM ev WHERE type = 'task.completed'\n",
+    );
+    let lines = log_with_unread_fields();
+    let mut ingested = ingest_lines(dir.path(), &lines);
+    let mut catalog = hvaudit::rules::catalog::Catalog::embedded().unwrap();
+    catalog.add_dir(&rules).unwrap();
+    hvaudit::audit::let_go_of_unread_columns(&mut ingested, &catalog);
+    // One completion among three events keeps its topic (and the payload,
+    // which the built-in rules saying their rows name: the rows any of
+    // them reads keep what they name), the others hold nulls.
+    assert_eq!(null_counts(&ingested, &["topic", "payload"]), [2, 2]);
+    assert_eq!(null_counts(&ingested, &["conversation_id"]), [3]);
+    let report = audit_lines(&lines, |c| c.rules_dir = Some(rules.clone()));
+    let found: Vec<String> = report
+        .findings
+        .iter()
+        .filter(|f| f.rule == "custom.topic")
+        .map(|f| f.message.clone())
+        .collect();
+    assert_eq!(found, ["topic t"]);
+}
+
+/// With one rule selected, most columns go, and none that cannot be null.
+#[test]
+fn a_narrow_selection_of_rules_runs_over_what_it_reads() {
+    let mut lines = log_with_unread_fields();
+    lines.push(lines[2].replace(r#""correlation_id":"r""#, r#""correlation_id":"r2""#));
+    let report = audit_lines(&lines, |c| {
+        c.rules_glob = Some("integrity.conflicting_duplicate".into())
+    });
+    assert!(report.rule_errors.is_empty(), "{:?}", report.rule_errors);
+    let found: Vec<(String, String)> = report
+        .findings
+        .iter()
+        .map(|f| (f.rule.clone(), f.message.clone()))
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, "integrity.conflicting_duplicate");
+    assert!(
+        found[0].1.contains("differing: correlation_id"),
+        "{found:?}"
+    );
 }

@@ -4,6 +4,7 @@
 -- dialect: any
 -- summary: one event id seen with two different contents
 -- spec: docs/protocol.md §3 (redelivery), §9.2 (identity)
+-- rows: versions
 -- explain:
 --   `id` is globally unique. The same id with identical content (the same
 --   JSON value, whatever the key order or white space) is a redelivery and

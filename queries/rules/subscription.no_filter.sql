@@ -4,6 +4,7 @@
 -- dialect: any
 -- summary: subscription.requested with none of the filters types, source, target, topic
 -- spec: docs/protocol.md §10 (the protocol's fixtures)
+-- rows: type subscription.requested
 -- explain:
 --   A subscription.requested must narrow what it receives: fires when its
 --   payload (payload.X or payload.filter.X) has none of types, source,

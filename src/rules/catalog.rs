@@ -28,6 +28,33 @@ pub struct Rule {
     /// A severity set by the configuration: it wins over the one the rule
     /// gives per row.
     pub forced_severity: Option<Severity>,
+    /// The rows of `events` it reads, when its header says (`-- rows:`).
+    pub rows: Option<ReadRows>,
+}
+
+/// Which rows of `events` a rule reads, as its header says: a loaded audit
+/// keeps the columns that only such rules name in those rows alone
+/// (`audit::let_go_of_unread_columns`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadRows {
+    /// `versions`: the rows of ids with more than one version.
+    Versions,
+    /// `type NAME`: the rows of one event type.
+    OfType(String),
+}
+
+impl std::str::FromStr for ReadRows {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<ReadRows, String> {
+        match text.split_whitespace().collect::<Vec<_>>()[..] {
+            ["versions"] => Ok(ReadRows::Versions),
+            ["type", name] => Ok(ReadRows::OfType(name.to_string())),
+            _ => Err(format!(
+                "rows {text:?} is neither `versions` nor `type EVENT_TYPE`"
+            )),
+        }
+    }
 }
 
 /// A configuration entry for the rules whose id matches `pattern`.
@@ -70,6 +97,23 @@ impl Catalog {
             all.extend(super::helpers::words(sql)?);
         }
         Some(all)
+    }
+
+    /// Whether a view or rule not shipped with hvaudit may read columns it
+    /// does not name: one holding a `*` other than `count(*)` (taking a
+    /// product for one only keeps more), or one that cannot be tokenized.
+    pub fn user_query_may_read_unnamed(&self) -> bool {
+        let shipped = Catalog::embedded().unwrap_or_default();
+        let is_shipped = |file: &str, sql: &str| {
+            let views = shipped.views.iter().map(|v| (&v.file, &v.sql));
+            let mut all = views.chain(shipped.rules.iter().map(|r| (&r.file, &r.sql)));
+            all.any(|(f, s)| f == file && s == sql)
+        };
+        let views = self.views.iter().map(|v| (&v.file, &v.sql));
+        views
+            .chain(self.rules.iter().map(|r| (&r.file, &r.sql)))
+            .filter(|(file, sql)| !is_shipped(file, sql))
+            .any(|(_, sql)| super::helpers::has_wildcard(sql))
     }
 
     /// The embedded rules and views.
@@ -379,8 +423,15 @@ pub fn parse_rule(file: &str, text: &str) -> Result<Rule, FileError> {
     if stem != id {
         return Err(err(format!("file name should be {id}.sql to match its id")));
     }
+    let rows = h
+        .iter()
+        .find(|(k, _)| k == "rows")
+        .map(|(_, v)| v.parse::<ReadRows>())
+        .transpose()
+        .map_err(err)?;
     Ok(Rule {
         forced_severity: None,
+        rows,
         meta: RuleMeta {
             family: get("family")?,
             summary: get("summary")?,
@@ -423,5 +474,29 @@ mod tests {
         assert_eq!(c.rules.len(), on_disk("rules"));
         assert_eq!(c.views.len(), on_disk("views"));
         assert!(c.rules.len() >= 35, "{}", c.rules.len());
+    }
+
+    #[test]
+    fn a_rule_may_say_which_rows_it_reads() {
+        let rule = |rows: &str| {
+            parse_rule(
+                "x.y.sql",
+                &format!(
+                    "-- id: x.y\n-- severity: low\n-- family: x\n-- dialect: any\n\
+                     -- summary: s\n-- spec: p\n{rows}-- explain:\n--   e\nSELECT 1\n"
+                ),
+            )
+        };
+        assert_eq!(rule("").unwrap().rows, None);
+        assert_eq!(
+            rule("-- rows: versions\n").unwrap().rows,
+            Some(ReadRows::Versions)
+        );
+        assert_eq!(
+            rule("-- rows: type task.created\n").unwrap().rows,
+            Some(ReadRows::OfType("task.created".into()))
+        );
+        let bad = rule("-- rows: all of them\n").unwrap_err();
+        assert!(bad.to_string().contains("neither `versions`"), "{bad}");
     }
 }

@@ -86,6 +86,25 @@ pub fn words(sql: &str) -> Option<Vec<String>> {
     )
 }
 
+/// Whether `sql` holds a `*` other than in `count(*)` (true when the
+/// tokenizer cannot read it).
+pub fn has_wildcard(sql: &str) -> bool {
+    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize() else {
+        return true;
+    };
+    let tokens: Vec<&Token> = tokens
+        .iter()
+        .filter(|t| !matches!(t, Token::Whitespace(_)))
+        .collect();
+    tokens.iter().enumerate().any(|(i, t)| {
+        let count_all = i >= 2
+            && matches!(tokens[i - 1], Token::LParen)
+            && matches!(tokens[i - 2], Token::Word(w) if w.value.eq_ignore_ascii_case("count"))
+            && matches!(tokens.get(i + 1), Some(Token::RParen));
+        matches!(t, Token::Mul) && !count_all
+    })
+}
+
 /// The expansion of `tokens[range]`, as text.
 fn expand_tokens(
     sql: &str,
@@ -234,7 +253,26 @@ impl Spans {
 
 #[cfg(test)]
 mod tests {
-    use super::expand;
+    use super::{expand, has_wildcard};
+
+    #[test]
+    fn a_wildcard_is_any_star_but_count_star() {
+        for sql in [
+            "SELECT * FROM events",
+            "SELECT e.* FROM events e",
+            "SELECT seq * 2 FROM events",
+            "SELECT count(*), * FROM events",
+            "SELECT 'unterminated",
+        ] {
+            assert!(has_wildcard(sql), "{sql}");
+        }
+        for sql in [
+            "SELECT count(*) FROM events",
+            "SELECT COUNT ( * ), '*' FROM ev -- *",
+        ] {
+            assert!(!has_wildcard(sql), "{sql}");
+        }
+    }
 
     #[test]
     fn each_helper_expands_to_its_built_in_sql() {

@@ -600,6 +600,12 @@ async fn resolve(
 /// row groups and stays small on a cluster); more are picked out of one scan.
 const IN_LIST_SEQS: usize = 4096;
 
+/// What a finding's place shows of an event, in the order of the
+/// `bad_lines` half of [`lookup`]'s query; a loaded audit keeps these
+/// columns whatever the rules read (`audit::let_go_of_unread_columns`).
+pub const PLACE_COLUMNS: &str = "seq, id, type, task_id, src_file, src_line, created_us, \
+     source, session_id, CAST(version AS VARCHAR)";
+
 /// Fetch id, type, task, file, line, instant, agent, session and content
 /// (an event's version, a rejected line's reason and text) for the wanted
 /// seqs from `events` and `bad_lines`.
@@ -628,8 +634,7 @@ async fn lookup(
         )
     };
     let sql = format!(
-        "SELECT seq, id, type, task_id, src_file, src_line, created_us, source, session_id, \
-         CAST(version AS VARCHAR) FROM events {filter} \
+        "SELECT {PLACE_COLUMNS} FROM events {filter} \
          UNION ALL SELECT seq, id, type, CAST(NULL AS VARCHAR), src_file, src_line, CAST(NULL AS BIGINT), \
          CAST(NULL AS VARCHAR), CAST(NULL AS VARCHAR), concat(reason, chr(10), excerpt) \
          FROM bad_lines {filter}"
