@@ -84,6 +84,8 @@ pub fn let_go_of_unread_columns(ingested: &mut Ingested, catalog: &Catalog) {
         return;
     }
     let started = std::time::Instant::now();
+    let timed = std::env::var_os("HVAUDIT_TIMING").is_some();
+    let before = timed.then(|| table_bytes(&ingested.events));
     let rows_read = RowsRead::of(catalog, &ingested.events);
     for batch in &mut ingested.events {
         let schema = batch.schema();
@@ -111,6 +113,37 @@ pub fn let_go_of_unread_columns(ingested: &mut Ingested, catalog: &Catalog) {
             RecordBatch::try_new(schema, columns).expect("columns of the same types, nullable");
     }
     crate::progress::timing("ingest", "unread columns let go", started);
+    if let Some(before) = before {
+        let after = table_bytes(&ingested.events);
+        eprintln!(
+            "timing events table {} MB, {} MB before letting go",
+            after >> 20,
+            before >> 20
+        );
+    }
+}
+
+/// The bytes the buffers of `batches` hold, each buffer once (slices and
+/// the shared buffer of nulls share theirs).
+fn table_bytes(batches: &[RecordBatch]) -> usize {
+    fn add(data: &datafusion::arrow::array::ArrayData, seen: &mut HashSet<usize>, total: &mut usize) {
+        let nulls = data.nulls().map(|n| n.buffer());
+        for buffer in data.buffers().iter().chain(nulls) {
+            if seen.insert(buffer.data_ptr().as_ptr() as usize) {
+                *total += buffer.capacity();
+            }
+        }
+        for child in data.child_data() {
+            add(child, seen, total);
+        }
+    }
+    let (mut seen, mut total) = (HashSet::new(), 0);
+    for batch in batches {
+        for column in batch.columns() {
+            add(&column.to_data(), &mut seen, &mut total);
+        }
+    }
+    total
 }
 
 /// The rows the rules of a run that say their rows read.
