@@ -1088,3 +1088,49 @@ fn aep_01_runtime_semantics_flow_gives_no_finding_of_medium_or_higher() {
         .collect();
     assert!(serious.is_empty(), "{serious:?}");
 }
+
+/// Each family run alone (`--rules FAMILY.*`: only the views its rules
+/// read run, and the columns nothing else reads are let go of) finds
+/// exactly what the whole audit finds for it, on a log with violations of
+/// every rule.
+#[test]
+fn each_family_alone_finds_what_the_whole_audit_finds_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.ndjson");
+    std::fs::write(&path, crate::common::synth_log(8, 3 << 20, 0.02)).unwrap();
+    let audit = |rules: Option<String>| {
+        let cfg = hvaudit::audit::AuditConfig {
+            inputs: vec![path.clone()],
+            rules_glob: rules,
+            ..Default::default()
+        };
+        hvaudit::audit::Audit::new(cfg).run().unwrap()
+    };
+    let whole = audit(None);
+    assert!(whole.rule_errors.is_empty(), "{:?}", whole.rule_errors);
+    let families: std::collections::BTreeSet<String> =
+        whole.rules.iter().map(|r| r.family.clone()).collect();
+    assert!(families.len() >= 10, "{families:?}");
+    let of = |report: &hvaudit::Report, family: &str| -> Vec<String> {
+        let mut found: Vec<String> = report
+            .findings
+            .iter()
+            .filter(|f| f.rule.starts_with(&format!("{family}.")))
+            .map(|f| format!("{} {} {}", f.rule, f.message, f.event_ids.join(",")))
+            .collect();
+        found.sort();
+        found
+    };
+    for family in &families {
+        let alone = audit(Some(format!("{family}.*")));
+        assert!(
+            alone.rule_errors.is_empty(),
+            "{family}: {:?}",
+            alone.rule_errors
+        );
+        let expected = of(&whole, family);
+        assert!(!expected.is_empty(), "the log plants no {family} violation");
+        assert_eq!(of(&alone, family), expected, "{family}");
+        assert_eq!(alone.unresolved_basis, whole.unresolved_basis, "{family}");
+    }
+}

@@ -126,7 +126,11 @@ pub fn let_go_of_unread_columns(ingested: &mut Ingested, catalog: &Catalog) {
 /// The bytes the buffers of `batches` hold, each buffer once (slices and
 /// the shared buffer of nulls share theirs).
 fn table_bytes(batches: &[RecordBatch]) -> usize {
-    fn add(data: &datafusion::arrow::array::ArrayData, seen: &mut HashSet<usize>, total: &mut usize) {
+    fn add(
+        data: &datafusion::arrow::array::ArrayData,
+        seen: &mut HashSet<usize>,
+        total: &mut usize,
+    ) {
         let nulls = data.nulls().map(|n| n.buffer());
         for buffer in data.buffers().iter().chain(nulls) {
             if seen.insert(buffer.data_ptr().as_ptr() as usize) {

@@ -99,6 +99,50 @@ impl Catalog {
         Some(all)
     }
 
+    /// Leave out the built-in views that no rule reads, directly or
+    /// through other views, so that a narrowed rule set (`--rules`) skips
+    /// their work. The user's own views always run (their errors are
+    /// reported), with the views they read, and so do those the caller's
+    /// own `queries` read. Views are told apart by their names among a
+    /// query's words, which may keep one too many, never one too few.
+    pub fn drop_unread_views(&mut self, queries: &[&str]) {
+        let shipped = Catalog::embedded().unwrap_or_default();
+        let is_shipped = |v: &View| {
+            shipped
+                .views
+                .iter()
+                .any(|s| s.file == v.file && s.sql == v.sql)
+        };
+        let mut read: Vec<bool> = self.views.iter().map(|v| !is_shipped(v)).collect();
+        let mut words = std::collections::HashSet::new();
+        let own_views = self.views.iter().zip(&read).filter(|(_, own)| **own);
+        let rules = self.rules.iter().map(|r| r.sql.as_str());
+        let own_views = own_views.map(|(v, _)| v.sql.as_str());
+        for sql in rules.chain(own_views).chain(queries.iter().copied()) {
+            let Some(w) = super::helpers::words(sql) else {
+                return;
+            };
+            words.extend(w);
+        }
+        loop {
+            let newly: Vec<usize> = (0..self.views.len())
+                .filter(|&i| !read[i] && words.contains(&self.views[i].name.to_lowercase()))
+                .collect();
+            if newly.is_empty() {
+                break;
+            }
+            for i in newly {
+                read[i] = true;
+                let Some(w) = super::helpers::words(&self.views[i].sql) else {
+                    return;
+                };
+                words.extend(w);
+            }
+        }
+        let mut read = read.into_iter();
+        self.views.retain(|_| read.next().unwrap_or(true));
+    }
+
     /// Whether a view or rule not shipped with hvaudit may read columns it
     /// does not name: one holding a `*` other than `count(*)` (taking a
     /// product for one only keeps more), or one that cannot be tokenized.
@@ -474,6 +518,40 @@ mod tests {
         assert_eq!(c.rules.len(), on_disk("rules"));
         assert_eq!(c.views.len(), on_disk("views"));
         assert!(c.rules.len() >= 35, "{}", c.rules.len());
+    }
+
+    #[test]
+    fn only_the_views_the_chosen_rules_read_are_kept() {
+        let names = |c: &Catalog| c.views.iter().map(|v| v.name.clone()).collect::<Vec<_>>();
+        let mut all = Catalog::embedded().unwrap();
+        let every = names(&all);
+        all.drop_unread_views(&[]);
+        assert_eq!(
+            names(&all),
+            every
+                .iter()
+                .filter(|v| *v != "unresolved_basis")
+                .cloned()
+                .collect::<Vec<_>>(),
+            "every built-in view but the one the report counts is read by a rule"
+        );
+
+        let mut orphan = Catalog::embedded().unwrap();
+        orphan.select(Some("orphan.dangling_parent"), None).unwrap();
+        orphan.drop_unread_views(&[]);
+        // That rule reads tasks, and tasks reads ev and settings.
+        assert_eq!(names(&orphan), ["ev", "tasks"]);
+
+        // A view of the user's own runs, with what it reads.
+        let mut own = Catalog::embedded().unwrap();
+        own.select(Some("orphan.dangling_parent"), None).unwrap();
+        own.views
+            .push(parse_view("90_mine.sql", "SELECT * FROM token_uses").unwrap());
+        own.drop_unread_views(&["SELECT count(*) FROM log_end"]);
+        assert_eq!(
+            names(&own),
+            ["ev", "log_end", "tasks", "token_uses", "mine"]
+        );
     }
 
     #[test]
