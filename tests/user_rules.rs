@@ -34,6 +34,34 @@ fn rule_over(view: &str) -> String {
     )
 }
 
+/// A rule file `custom.NAME` of the local policy: `rows` is an optional
+/// `-- rows:` header line (with its newline), `sql` its query.
+fn custom_rule(name: &str, rows: &str, sql: &str) -> String {
+    format!(
+        "-- id: custom.{name}\n-- severity: low\n-- family: custom\n-- dialect: any\n\
+         -- summary: {name}\n-- spec: local policy\n{rows}-- explain:\n--   Audited apart.\n{sql}\n"
+    )
+}
+
+/// Write the rule `custom.NAME` into `rules`, then let go of what it and
+/// the built-in rules leave unread in `ingested`.
+fn let_go_beside(
+    rules: &Path,
+    name: &str,
+    rows: &str,
+    sql: &str,
+    ingested: &mut hvaudit::ingest::Ingested,
+) {
+    write(
+        rules,
+        &format!("custom.{name}.sql"),
+        &custom_rule(name, rows, sql),
+    );
+    let mut catalog = hvaudit::rules::catalog::Catalog::embedded().unwrap();
+    catalog.add_dir(rules).unwrap();
+    hvaudit::audit::let_go_of_unread_columns(ingested, &catalog);
+}
+
 fn write(dir: &Path, name: &str, text: &str) {
     let path = dir.join(name);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -286,32 +314,26 @@ fn the_built_in_rules_leave_unread_columns_out_of_the_loaded_table() {
 fn a_user_query_with_a_wildcard_keeps_every_column() {
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("rules");
-    write(
-        &rules,
-        "custom.everything.sql",
-        "-- id: custom.everything\n-- severity: low\n-- family: custom\n-- dialect: any\n\
-         -- summary: any event\n-- spec: local policy\n-- explain:\n--   All of it.\n\
-         SELECT e.task_id, 'x' AS message, make_array(e.seq) AS seqs \
-         FROM (SELECT * FROM events) e WHERE e.seq < 0\n",
-    );
     let mut ingested = ingest_lines(dir.path(), &log_with_unread_fields());
-    let mut catalog = hvaudit::rules::catalog::Catalog::embedded().unwrap();
-    catalog.add_dir(&rules).unwrap();
-    hvaudit::audit::let_go_of_unread_columns(&mut ingested, &catalog);
+    let_go_beside(
+        &rules,
+        "everything",
+        "",
+        "SELECT e.task_id, 'x' AS message, make_array(e.seq) AS seqs \
+         FROM (SELECT * FROM events) e WHERE e.seq < 0",
+        &mut ingested,
+    );
     let columns = ["payload", "topic", "correlation_id", "confidence"];
     assert_eq!(null_counts(&ingested, &columns), [0; 4], "{columns:?}");
     // count(*) is not such a `*`.
-    let mut catalog = hvaudit::rules::catalog::Catalog::embedded().unwrap();
-    write(
+    let_go_beside(
         &rules,
-        "custom.everything.sql",
-        "-- id: custom.everything\n-- severity: low\n-- family: custom\n-- dialect: any\n\
-         -- summary: any event\n-- spec: local policy\n-- explain:\n--   All of it.\n\
-         SELECT task_id, 'x' AS message, make_array(min(seq)) AS seqs FROM events \
-         GROUP BY task_id HAVING count(*) > 9\n",
+        "everything",
+        "",
+        "SELECT task_id, 'x' AS message, make_array(min(seq)) AS seqs FROM events \
+         GROUP BY task_id HAVING count(*) > 9",
+        &mut ingested,
     );
-    catalog.add_dir(&rules).unwrap();
-    hvaudit::audit::let_go_of_unread_columns(&mut ingested, &catalog);
     assert_eq!(null_counts(&ingested, &columns), [3; 4], "{columns:?}");
 }
 
@@ -355,17 +377,20 @@ fn the_versions_of_an_id_keep_their_raw_json() {
         );
     }
     // And the rule still says what differs.
-    let report = audit_lines(&lines, |_| {});
+    let message = collision_message(&lines);
+    assert!(message.contains("differing: payload"), "{message}");
+}
+
+/// What `integrity.conflicting_duplicate` says of the one collision in
+/// `lines`.
+fn collision_message(lines: &[String]) -> String {
+    let report = audit_lines(lines, |_| {});
     let found = report
         .findings
         .iter()
         .find(|f| f.rule == "integrity.conflicting_duplicate")
         .expect("the collision is found");
-    assert!(
-        found.message.contains("differing: payload"),
-        "{}",
-        found.message
-    );
+    found.message.clone()
 }
 
 /// Versions that differ only in an envelope field no other rule reads are
@@ -374,17 +399,8 @@ fn the_versions_of_an_id_keep_their_raw_json() {
 fn versions_differing_only_in_an_unread_envelope_field_are_compared() {
     let mut lines = log_with_unread_fields();
     lines.push(lines[2].replace(r#""correlation_id":"r""#, r#""correlation_id":"r2""#));
-    let report = audit_lines(&lines, |_| {});
-    let found = report
-        .findings
-        .iter()
-        .find(|f| f.rule == "integrity.conflicting_duplicate")
-        .expect("the collision is found");
-    assert!(
-        found.message.contains("differing: correlation_id"),
-        "{}",
-        found.message
-    );
+    let message = collision_message(&lines);
+    assert!(message.contains("differing: correlation_id"), "{message}");
 }
 
 /// A user's rule that says which rows it reads keeps the columns only it
@@ -393,20 +409,16 @@ fn versions_differing_only_in_an_unread_envelope_field_are_compared() {
 fn a_user_rule_saying_its_rows_keeps_its_columns_in_those_rows() {
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("rules");
-    write(
-        &rules,
-        "custom.topic.sql",
-        "-- id: custom.topic\n-- severity: low\n-- family: custom\n-- dialect: any\n\
-         -- summary: a completion's topic\n-- spec: local policy\n\
-         -- rows: type task.completed\n-- explain:\n--   Topics are audited.\n\
-         SELECT task_id, concat('topic ', topic) AS message, make_array(seq) AS seqs \
-         FROM ev WHERE type = 'task.completed'\n",
-    );
     let lines = log_with_unread_fields();
     let mut ingested = ingest_lines(dir.path(), &lines);
-    let mut catalog = hvaudit::rules::catalog::Catalog::embedded().unwrap();
-    catalog.add_dir(&rules).unwrap();
-    hvaudit::audit::let_go_of_unread_columns(&mut ingested, &catalog);
+    let_go_beside(
+        &rules,
+        "topic",
+        "-- rows: type task.completed\n",
+        "SELECT task_id, concat('topic ', topic) AS message, make_array(seq) AS seqs \
+         FROM ev WHERE type = 'task.completed'",
+        &mut ingested,
+    );
     // One completion among three events keeps its topic (and the payload,
     // which the built-in rules saying their rows name: the rows any of
     // them reads keep what they name), the others hold nulls.
