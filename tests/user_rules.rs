@@ -245,13 +245,10 @@ fn a_user_rule_reads_the_payload_and_extra_the_built_in_rules_leave_out() {
     lines[1] = lines[1].replacen('{', r#"{"tenant_id":"t9","#, 1);
     let report = audit_lines(&lines, |c| c.rules_dir = Some(dir.path().to_path_buf()));
     assert!(report.rule_errors.is_empty(), "{:?}", report.rule_errors);
-    let found: Vec<String> = report
-        .findings
-        .iter()
-        .filter(|f| f.rule == "custom.tenant")
-        .map(|f| f.message.clone())
-        .collect();
-    assert_eq!(found, [r#"payload {"task_id":"done"}"#]);
+    assert_eq!(
+        messages_of(&report, "custom.tenant"),
+        [r#"payload {"task_id":"done"}"#]
+    );
 }
 
 /// `log()` with envelope fields no built-in query reads (`topic`,
@@ -381,6 +378,12 @@ fn the_versions_of_an_id_keep_their_raw_json() {
     assert!(message.contains("differing: payload"), "{message}");
 }
 
+/// The messages of `rule`'s findings, in report order.
+fn messages_of(report: &hvaudit::Report, rule: &str) -> Vec<String> {
+    let found = report.findings.iter().filter(|f| f.rule == rule);
+    found.map(|f| f.message.clone()).collect()
+}
+
 /// What `integrity.conflicting_duplicate` says of the one collision in
 /// `lines`.
 fn collision_message(lines: &[String]) -> String {
@@ -425,13 +428,7 @@ fn a_user_rule_saying_its_rows_keeps_its_columns_in_those_rows() {
     assert_eq!(null_counts(&ingested, &["topic", "payload"]), [2, 2]);
     assert_eq!(null_counts(&ingested, &["conversation_id"]), [3]);
     let report = audit_lines(&lines, |c| c.rules_dir = Some(rules.clone()));
-    let found: Vec<String> = report
-        .findings
-        .iter()
-        .filter(|f| f.rule == "custom.topic")
-        .map(|f| f.message.clone())
-        .collect();
-    assert_eq!(found, ["topic t"]);
+    assert_eq!(messages_of(&report, "custom.topic"), ["topic t"]);
 }
 
 /// With one rule selected, most columns go, and none that cannot be null.
