@@ -47,10 +47,17 @@ pub fn let_go_of_unread_columns(ingested: &mut Ingested, catalog: &Catalog) {
         .filter(|r| r.rows.is_some())
         .map(|r| r.meta.id.as_str())
         .collect();
-    let (Some(named_by_all), Some(named_by_others)) = (catalog.words(&[]), catalog.words(&readers))
-    else {
+    let Some(named_by_others) = catalog.words(&readers) else {
         return;
     };
+    // What the rules saying their rows name besides.
+    let mut named_by_readers = HashSet::new();
+    for rule in catalog.rules.iter().filter(|r| r.rows.is_some()) {
+        let Some(words) = crate::rules::helpers::words(&rule.sql) else {
+            return;
+        };
+        named_by_readers.extend(words);
+    }
     if catalog.user_query_may_read_unnamed() {
         return;
     }
@@ -67,7 +74,7 @@ pub fn let_go_of_unread_columns(ingested: &mut Ingested, catalog: &Catalog) {
             // stays `EVENTS`.
             let keep = if kept.contains(name) || !field.is_nullable() {
                 Keep::All
-            } else if named_by_all.contains(name) {
+            } else if named_by_readers.contains(name) {
                 // Only text is worth copying: other types hold as much
                 // with nulls as with values.
                 match field.data_type() {
@@ -86,11 +93,15 @@ pub fn let_go_of_unread_columns(ingested: &mut Ingested, catalog: &Catalog) {
     let started = std::time::Instant::now();
     let timed = std::env::var_os("HVAUDIT_TIMING").is_some();
     let before = timed.then(|| table_bytes(&ingested.events));
-    let rows_read = RowsRead::of(catalog, &ingested.events);
+    // The rows read matter only to columns kept in them.
+    let rows_read = plan
+        .iter()
+        .any(|(_, keep)| *keep == Keep::ReadRows)
+        .then(|| RowsRead::of(catalog, &ingested.events));
     for batch in &mut ingested.events {
         let schema = batch.schema();
         let n = batch.num_rows();
-        let dropped = rows_read.dropped(batch);
+        let dropped = rows_read.as_ref().and_then(|rows| rows.dropped(batch));
         let zeros = zeros_for(n);
         let mut columns = batch.columns().to_vec();
         for &(name, keep) in &plan {

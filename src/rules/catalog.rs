@@ -57,6 +57,18 @@ impl std::str::FromStr for ReadRows {
     }
 }
 
+/// The embedded views and rules, parsed once.
+static SHIPPED: std::sync::LazyLock<Catalog> =
+    std::sync::LazyLock::new(|| Catalog::embedded().unwrap_or_default());
+
+/// Whether the view or rule file `file` holding `sql` is one hvaudit ships
+/// as it ships it (not the user's own, nor replaced by the user).
+fn is_shipped(file: &str, sql: &str) -> bool {
+    let views = SHIPPED.views.iter().map(|v| (&v.file, &v.sql));
+    let mut all = views.chain(SHIPPED.rules.iter().map(|r| (&r.file, &r.sql)));
+    all.any(|(f, s)| f == file && s == sql)
+}
+
 /// A configuration entry for the rules whose id matches `pattern`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleOverride {
@@ -106,14 +118,11 @@ impl Catalog {
     /// own `queries` read. Views are told apart by their names among a
     /// query's words, which may keep one too many, never one too few.
     pub fn drop_unread_views(&mut self, queries: &[&str]) {
-        let shipped = Catalog::embedded().unwrap_or_default();
-        let is_shipped = |v: &View| {
-            shipped
-                .views
-                .iter()
-                .any(|s| s.file == v.file && s.sql == v.sql)
-        };
-        let mut read: Vec<bool> = self.views.iter().map(|v| !is_shipped(v)).collect();
+        let mut read: Vec<bool> = self
+            .views
+            .iter()
+            .map(|v| !is_shipped(&v.file, &v.sql))
+            .collect();
         let mut words = std::collections::HashSet::new();
         let own_views = self.views.iter().zip(&read).filter(|(_, own)| **own);
         let rules = self.rules.iter().map(|r| r.sql.as_str());
@@ -147,12 +156,6 @@ impl Catalog {
     /// does not name: one holding a `*` other than `count(*)` (taking a
     /// product for one only keeps more), or one that cannot be tokenized.
     pub fn user_query_may_read_unnamed(&self) -> bool {
-        let shipped = Catalog::embedded().unwrap_or_default();
-        let is_shipped = |file: &str, sql: &str| {
-            let views = shipped.views.iter().map(|v| (&v.file, &v.sql));
-            let mut all = views.chain(shipped.rules.iter().map(|r| (&r.file, &r.sql)));
-            all.any(|(f, s)| f == file && s == sql)
-        };
         let views = self.views.iter().map(|v| (&v.file, &v.sql));
         views
             .chain(self.rules.iter().map(|r| (&r.file, &r.sql)))
