@@ -452,3 +452,32 @@ fn a_narrow_selection_of_rules_runs_over_what_it_reads() {
         "{found:?}"
     );
 }
+
+/// Versions whose rows lie in different batches of the table (groups of a
+/// few thousand rows, as in any large log) keep their columns in both.
+#[test]
+fn versions_in_different_batches_are_still_compared() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = log_with_unread_fields();
+    let later = lines[2].replace(r#""correlation_id":"r""#, r#""correlation_id":"r2""#);
+    lines.extend((0..20_000).map(|i| event(&format!("f{i}"), "task.progress", "10:00:03", "open")));
+    lines.push(later);
+    let mut ingested = ingest_lines(dir.path(), &lines);
+    assert!(
+        ingested.events.len() > 1,
+        "one batch: the test does not split"
+    );
+    let catalog = hvaudit::rules::catalog::Catalog::embedded().unwrap();
+    hvaudit::audit::let_go_of_unread_columns(&mut ingested, &catalog);
+    let kept: usize = ingested
+        .events
+        .iter()
+        .map(|b| b.num_rows() - b.column_by_name("correlation_id").unwrap().null_count())
+        .sum();
+    assert_eq!(
+        kept, 2,
+        "both versions keep their correlation_id, no other row"
+    );
+    let message = collision_message(&lines);
+    assert!(message.contains("differing: correlation_id"), "{message}");
+}
