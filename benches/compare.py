@@ -4,6 +4,7 @@ Each measured command runs in its own child process; peak RSS comes from
 wait4's rusage of that child alone.
 """
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -64,6 +65,33 @@ def run(cmd):
     return wall, usage.ru_maxrss * 1024
 
 
+def phases(binary, log):
+    """One NDJSON audit with HVAUDIT_TIMING=1: its wall time, when the
+    ingest ended (the table ready for the rules), when the rules' work
+    ended (events located), and the table's bytes before and after the
+    unread columns went."""
+    env = dict(os.environ, HVAUDIT_TIMING="1")
+    start = time.perf_counter()
+    out = subprocess.run([binary, "audit", "-q", "--format", "json", "-o", os.devnull, log],
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - start
+    span = re.compile(r"\(([0-9.]+)-([0-9.]+)s\)")
+    ingest_end = rules_end = None
+    table = None
+    for line in out.stderr.splitlines():
+        m = span.search(line)
+        if line.startswith("timing ingest") and m:
+            ingest_end = max(ingest_end or 0.0, float(m.group(2)))
+        elif line.startswith("timing ") and m:
+            rules_end = max(rules_end or 0.0, float(m.group(2)))
+        t = re.match(r"timing events table (\d+) MB, (\d+) MB before", line)
+        if t:
+            table = (int(t.group(1)), int(t.group(2)))
+    if ingest_end is None or rules_end is None:
+        return None
+    return wall, ingest_end, rules_end, table
+
+
 def human(n):
     for unit in ("B", "KB", "MB"):
         if n < 1024:
@@ -113,6 +141,26 @@ def main():
         print(f"  audit ndjson / audit parquet time     {r['hvaudit audit ndjson'] / r['hvaudit audit parquet']:.2f}x (target >= 3)")
         print(f"  duckdb 5 families / audit ndjson time {r['duckdb 5 families'] / r['hvaudit audit ndjson']:.2f}x (target >= 3)")
         print(f"  audit ndjson peak RSS / input size    {peak / os.path.getsize(log):.2f}x (target <= 1.0)")
+        # Where a target is missed, the bound the shared phases set: the
+        # rule phase is the same work over NDJSON and Parquet, and an audit
+        # takes at least its ingest.
+        p = phases(binary, log)
+        if p is None:
+            print("  (no HVAUDIT_TIMING lines: phases not shown)")
+            continue
+        wall, ingest_end, rules_end, table = p
+        rules = rules_end - ingest_end
+        print(f"  one NDJSON audit, HVAUDIT_TIMING=1: {wall:.2f} s; ingest {ingest_end:.2f} s, "
+              f"views + rules + locating events {rules:.2f} s")
+        print(f"  bound: audit ndjson / audit parquet   <= {wall / rules:.2f}x "
+              f"(a Parquet read taking no time; the rule phase is shared)")
+        print(f"  bound: duckdb 5 families / audit      <= "
+              f"{r['duckdb 5 families'] / r['hvaudit ingest (sql count)']:.2f}x "
+              f"(no audit is faster than its ingest)")
+        if table:
+            mib = 1 << 20
+            print(f"  table the rules read / input size     {table[0] * mib / os.path.getsize(log):.2f}x "
+                  f"({table[0]} MB; {table[1]} MB as read); the rest of the peak is the rule phase's")
 
 
 if __name__ == "__main__":
