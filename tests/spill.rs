@@ -274,3 +274,61 @@ fn a_spilled_replay_equals_the_loaded_one() {
         "scratch removed"
     );
 }
+
+/// Without `--memory-limit`, a log whose loaded table would not fit the
+/// memory the machine has available is read through the spill directory
+/// all the same (instead of loaded until the system kills the process):
+/// the audit gives the loaded report, `convert` the held tables. The
+/// variable plays a machine with that little memory; with plenty, the log
+/// is loaded as before.
+#[test]
+fn a_log_too_large_for_the_machine_is_spilled_without_a_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = hard_log(dir.path());
+    let spill = dir.path().join("spill");
+    std::fs::create_dir(&spill).unwrap();
+    let run = |args: &[&str], available: Option<&str>| {
+        let mut c = hvaudit();
+        c.arg("--no-config")
+            .args(args)
+            .arg("--spill-dir")
+            .arg(&spill);
+        c.env_remove("HVAUDIT_MEMORY_AVAILABLE");
+        if let Some(a) = available {
+            c.env("HVAUDIT_MEMORY_AVAILABLE", a);
+        }
+        let out = c.arg(&log).output().unwrap();
+        let said = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(0), "{said}");
+        assert!(!said.contains("failed"), "{said}");
+        (out.stdout, said)
+    };
+    let audit = ["audit", "--format", "json", "--fail-on", "none"];
+    let (loaded, said) = run(&audit, None);
+    assert!(!said.contains("would not fit"), "{said}");
+    // The table is about 24 MiB: 20M does not hold it, 1G does.
+    let (spilled, said) = run(&audit, Some("20M"));
+    assert!(
+        said.contains("would not fit the 20 MiB this machine has available"),
+        "{said}"
+    );
+    assert!(loaded == spilled, "the spilled audit's report differs");
+    let (_, said) = run(&audit, Some("1G"));
+    assert!(!said.contains("would not fit"), "{said}");
+    // convert holds more than an audit: 30M does not hold it.
+    let (held, implied) = (dir.path().join("held"), dir.path().join("implied"));
+    let held_arg = format!("-o{}", held.display());
+    let implied_arg = format!("-o{}", implied.display());
+    run(&["convert", &held_arg], None);
+    let (_, said) = run(&["convert", &implied_arg], Some("30M"));
+    assert!(said.contains("rows are spilled as they are read"), "{said}");
+    for query in [
+        "SELECT * FROM events ORDER BY seq",
+        "SELECT * FROM bad_lines ORDER BY seq",
+    ] {
+        let (a, b) = (table_csv(&held, query), table_csv(&implied, query));
+        assert!(a.lines().count() > 1, "{query}: nothing to compare");
+        assert!(a == b, "{query}: the spilled convert differs");
+    }
+    assert_eq!(std::fs::read_dir(&spill).unwrap().count(), 0);
+}

@@ -167,6 +167,7 @@ fn audit_spilled(
     let in_place = AuditConfig {
         inputs: vec![on_disk.tables.clone()],
         allow_empty: true,
+        memory_limit: how.engine_limit(),
         ..cfg.clone()
     };
     let mut report = Audit::new(in_place).mode(Mode::InPlace).run_with(catalog)?;

@@ -53,17 +53,30 @@ pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
     }
     // Under a memory limit the rows are spilled as they are read (to
     // --spill-dir, else beside a local output, which must hold them
-    // anyway), and memory holds the redelivery table, not the log.
-    let spill = args
-        .input
-        .memory_limit
-        .map(|_| match &args.input.spill_dir {
+    // anyway), and memory holds the redelivery table, not the log. So they
+    // are without one when the log would not fit the memory available: a
+    // held convert takes about 3x the NDJSON (the table and its encoding;
+    // 14.9 GiB for a 6 GB log), 1.5x the table estimate.
+    let outputs = [("-o", args.output.as_path())];
+    let implied = match args.input.memory_limit {
+        Some(_) => None,
+        None => super::too_large_for(&args.input, &found, &outputs, 15),
+    };
+    if let Some(how) = implied.as_ref().filter(|_| !quiet) {
+        eprintln!(
+            "hvaudit: the log would not fit the {} MiB this machine has available: its rows \
+             are spilled as they are read (give --memory-limit to choose)",
+            how.available.unwrap_or(how.limit) >> 20
+        );
+    }
+    let spill = (args.input.memory_limit.is_some() || implied.is_some()).then(|| {
+        match &args.input.spill_dir {
             Some(dir) => dir.clone(),
             None if remote => std::env::temp_dir(),
             None => out_dir.clone(),
-        });
+        }
+    });
     // The archive keeps every rejected line unless told otherwise.
-    let outputs = [("-o", args.output.as_path())];
     let mut ingested = super::load_found(
         &args.input,
         found,

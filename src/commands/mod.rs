@@ -7,6 +7,7 @@ pub mod config;
 pub mod convert;
 pub mod diff;
 pub mod generate;
+mod memory;
 pub mod replay;
 pub mod rules;
 pub mod sql;
@@ -23,30 +24,76 @@ use std::path::Path;
 /// Rejected lines listed per input by default (the rest are counted).
 pub const MAX_BAD_LINES: usize = 1000;
 
+/// The least memory limit a run takes when it keeps to the machine's
+/// available memory by itself: below it the engine's sorts, each
+/// reserving 10 MiB to spill, cannot run side by side.
+const LEAST_IMPLIED_LIMIT: u64 = 64 << 20;
+
 /// Why a log is read through Parquet on disk rather than loaded.
 pub struct TooLarge<'a> {
     pub input: &'a InputArgs,
     pub outputs: &'a [(&'a str, &'a Path)],
     /// The loaded table's estimated bytes (None: a stream of unknown size).
     pub estimate: Option<u64>,
+    /// The memory limit the run keeps to: `--memory-limit`, or, without
+    /// one, half of the memory `available` (at least
+    /// `LEAST_IMPLIED_LIMIT`).
     pub limit: u64,
+    /// The machine's available memory, when no limit was given and the
+    /// loaded table would not fit it.
+    pub available: Option<u64>,
 }
 
-/// Whether the loaded tables of `found` would not fit `--memory-limit`:
-/// half of it is left to the query engine.
+impl TooLarge<'_> {
+    /// The limit for the query engine (the in-place run).
+    pub fn engine_limit(&self) -> Option<usize> {
+        Some(usize::try_from(self.limit).unwrap_or(usize::MAX))
+    }
+}
+
+/// Whether the loaded tables of `found` would not fit `--memory-limit`
+/// (half of it is left to the query engine), or, without a limit, the
+/// memory this machine has available (`memory::available`; a stream of
+/// unknown size is then loaded). `need` is the loaded run's bytes per
+/// byte of the table estimate, in tenths (10: an audit).
+pub fn too_large_for<'a>(
+    input: &'a InputArgs,
+    found: &[inputs::Input],
+    outputs: &'a [(&'a str, &'a Path)],
+    need: u64,
+) -> Option<TooLarge<'a>> {
+    let estimate = table_estimate(found);
+    let (limit, available) = match input.memory_limit {
+        Some(limit) => {
+            if estimate.is_some_and(|e| e <= limit / 2) {
+                return None;
+            }
+            (limit, None)
+        }
+        None => {
+            let available = memory::available()?;
+            if estimate?.saturating_mul(need) / 10 <= available {
+                return None;
+            }
+            ((available / 2).max(LEAST_IMPLIED_LIMIT), Some(available))
+        }
+    };
+    Some(TooLarge {
+        input,
+        outputs,
+        estimate,
+        limit,
+        available,
+    })
+}
+
+/// [`too_large_for`] an audit, `sql` session or replay.
 pub fn too_large<'a>(
     input: &'a InputArgs,
     found: &[inputs::Input],
     outputs: &'a [(&'a str, &'a Path)],
 ) -> Option<TooLarge<'a>> {
-    let limit = input.memory_limit?;
-    let estimate = table_estimate(found);
-    estimate.is_none_or(|e| e > limit / 2).then_some(TooLarge {
-        input,
-        outputs,
-        estimate,
-        limit,
-    })
+    too_large_for(input, found, outputs, 10)
 }
 
 /// A log read into Parquet in a scratch directory (removed when this is
@@ -86,10 +133,17 @@ pub fn read_to_disk(
             .estimate
             .map(|e| format!("about {} MiB", e >> 20))
             .unwrap_or_else(|| "of unknown size (a stream)".into());
+        let room = match how.available {
+            Some(available) => format!(
+                "the {} MiB this machine has available (without --memory-limit, the run keeps \
+                 to {} MiB)",
+                available >> 20,
+                how.limit >> 20
+            ),
+            None => format!("--memory-limit {} MiB", how.limit >> 20),
+        };
         eprintln!(
-            "hvaudit: the loaded table ({size}) would not fit --memory-limit {} MiB: \
-             reading it to {} and {then}",
-            how.limit >> 20,
+            "hvaudit: the loaded table ({size}) would not fit {room}: reading it to {} and {then}",
             inputs::shown_path(scratch.path())
         );
     }

@@ -35,6 +35,10 @@ pub fn run(args: ReplayArgs, quiet: bool) -> anyhow::Result<u8> {
             let on_disk = super::read_to_disk(found, skipped, &how, quiet, "replaying it there")?;
             let files =
                 crate::ingest::in_place::scan_inputs(std::slice::from_ref(&on_disk.tables), true)?;
+            let cfg = AuditConfig {
+                memory_limit: how.engine_limit(),
+                ..cfg
+            };
             replay(&cfg, Tables::InPlace(&files), &request)
         }
         None => {

@@ -55,13 +55,14 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
     // A log too large for --memory-limit, read into Parquet on disk.
     let mut on_disk: Option<super::OnDisk> = None;
     block_on(async {
-        let local = || {
+        let local = |memory_limit: Option<usize>| {
             engine::session(&EngineOptions {
-                memory_limit: args.input.memory_limit.map(|m| m as usize),
+                memory_limit,
                 spill_dir: args.input.spill_dir.clone(),
                 partitions: None,
             })
         };
+        let given = args.input.memory_limit.map(|m| m as usize);
         let ctx = match &cluster {
             Some(url) => {
                 on_time(
@@ -75,18 +76,18 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
                     &args.input.paths,
                     args.input.allow_empty,
                 )?;
-                let ctx = local()?;
+                let ctx = local(given)?;
                 crate::ingest::in_place::register_tables(&ctx, &files).await?;
                 ctx
             }
             None => {
                 let (found, skipped) =
                     crate::ingest::inputs::expand(&args.input.paths, args.input.allow_empty)?;
-                let ctx = local()?;
                 match super::too_large(&args.input, &found, &outputs) {
                     // Read into Parquet on disk and queried there; the
                     // scratch directory lives as long as the session.
                     Some(how) => {
+                        let ctx = local(how.engine_limit())?;
                         let disk =
                             super::read_to_disk(found, skipped, &how, quiet, "querying it there")?;
                         let files = crate::ingest::in_place::scan_inputs(
@@ -95,14 +96,16 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
                         )?;
                         crate::ingest::in_place::register_tables(&ctx, &files).await?;
                         on_disk = Some(disk);
+                        ctx
                     }
                     None => {
+                        let ctx = local(given)?;
                         let ingested =
                             super::load_held(&args.input, found, skipped, quiet, &outputs)?;
                         engine::register_tables(&ctx, &ingested)?;
+                        ctx
                     }
                 }
-                ctx
             }
         };
         engine::register_settings(
