@@ -10,7 +10,7 @@
 use crate::common::synth_log;
 use assert_cmd::Command;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 fn hvaudit() -> Command {
     let mut c = Command::cargo_bin("hvaudit").unwrap();
@@ -21,7 +21,7 @@ fn hvaudit() -> Command {
 /// A generated log, then (40 k lines later) an exact redelivery of one of
 /// its events, the same event with its keys in another order (the same
 /// value: a redelivery too), and a conflicting version of another one.
-fn hard_log(dir: &Path) -> std::path::PathBuf {
+fn hard_log(dir: &Path) -> PathBuf {
     let log = synth_log(11, 12 << 20, 0.02);
     let text = String::from_utf8(log).unwrap();
     let lines: Vec<&str> = text.lines().collect();
@@ -52,6 +52,15 @@ fn hard_log(dir: &Path) -> std::path::PathBuf {
     dir.join("log.ndjson")
 }
 
+/// A temp directory holding [`hard_log`] and an empty spill directory.
+fn hard_log_and_spill_dir() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = hard_log(dir.path());
+    let spill = dir.path().join("spill");
+    std::fs::create_dir(&spill).unwrap();
+    (dir, log, spill)
+}
+
 fn table_csv(dir: &Path, query: &str) -> String {
     let out = hvaudit()
         .args(["sql", "-q", "--in-place", "--format", "csv", "-e", query])
@@ -64,10 +73,7 @@ fn table_csv(dir: &Path, query: &str) -> String {
 
 #[test]
 fn convert_under_a_memory_limit_writes_the_same_tables() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = hard_log(dir.path());
-    let spill = dir.path().join("spill");
-    std::fs::create_dir(&spill).unwrap();
+    let (dir, log, spill) = hard_log_and_spill_dir();
     let (held, spilled) = (dir.path().join("held"), dir.path().join("spilled"));
     hvaudit()
         .args(["convert", "-q", "-o"])
@@ -111,10 +117,7 @@ fn convert_under_a_memory_limit_writes_the_same_tables() {
 
 #[test]
 fn an_audit_whose_table_would_not_fit_gives_the_loaded_report() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = hard_log(dir.path());
-    let spill = dir.path().join("spill");
-    std::fs::create_dir(&spill).unwrap();
+    let (_dir, log, spill) = hard_log_and_spill_dir();
     let report = |extra: &[&str], stdin: Option<&Path>| {
         let mut c = hvaudit();
         c.args(["audit", "--format", "json", "--fail-on", "none"])
@@ -154,10 +157,7 @@ fn an_audit_whose_table_would_not_fit_gives_the_loaded_report() {
 
 #[test]
 fn sql_over_a_table_that_would_not_fit_answers_as_the_loaded_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = hard_log(dir.path());
-    let spill = dir.path().join("spill");
-    std::fs::create_dir(&spill).unwrap();
+    let (_dir, log, spill) = hard_log_and_spill_dir();
     let query = "SELECT id, version, redeliveries, src_line FROM events ORDER BY seq; \
                  SELECT count(*) FROM bad_lines; SELECT count(*) FROM tasks";
     let answer = |extra: &[&str]| {
@@ -283,10 +283,7 @@ fn a_spilled_replay_equals_the_loaded_one() {
 /// is loaded as before.
 #[test]
 fn a_log_too_large_for_the_machine_is_spilled_without_a_limit() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = hard_log(dir.path());
-    let spill = dir.path().join("spill");
-    std::fs::create_dir(&spill).unwrap();
+    let (dir, log, spill) = hard_log_and_spill_dir();
     let run = |args: &[&str], available: Option<&str>| {
         let mut c = hvaudit();
         c.arg("--no-config")
