@@ -160,11 +160,12 @@ fn sql_over_a_table_that_would_not_fit_answers_as_the_loaded_one() {
     let (_dir, log, spill) = hard_log_and_spill_dir();
     let query = "SELECT id, version, redeliveries, src_line FROM events ORDER BY seq; \
                  SELECT count(*) FROM bad_lines; SELECT count(*) FROM tasks";
-    let answer = |extra: &[&str]| {
+    let answer_on = |extra: &[&str], available: &str| {
         let out = hvaudit()
             .args(["sql", "--format", "csv", "-e", query])
             .args(extra)
             .arg(&log)
+            .env("HVAUDIT_MEMORY_AVAILABLE", available)
             .output()
             .unwrap();
         assert!(out.status.success(), "{out:?}");
@@ -173,16 +174,17 @@ fn sql_over_a_table_that_would_not_fit_answers_as_the_loaded_one() {
             String::from_utf8(out.stderr).unwrap(),
         )
     };
+    let answer = |extra: &[&str]| answer_on(extra, "8G");
+    let spill_arg = spill.to_str().unwrap();
     let (loaded, _) = answer(&["-q"]);
-    let (spilled, said) = answer(&[
-        "--memory-limit",
-        "48M",
-        "--spill-dir",
-        spill.to_str().unwrap(),
-    ]);
+    let (spilled, said) = answer(&["--memory-limit", "48M", "--spill-dir", spill_arg]);
     assert!(said.contains("would not fit --memory-limit"), "{said}");
     assert!(loaded.lines().count() > 1000);
     assert!(loaded == spilled, "the spilled sql answers differently");
+    // No limit given, on a machine with less memory than the table takes.
+    let (implied, said) = answer_on(&["--spill-dir", spill_arg], "20M");
+    assert!(said.contains("this machine has available"), "{said}");
+    assert!(loaded == implied, "the spilled sql answers differently");
     assert_eq!(
         std::fs::read_dir(&spill).unwrap().count(),
         0,
@@ -234,19 +236,12 @@ fn a_spilled_replay_equals_the_loaded_one() {
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .find_map(|v| v["task_id"].as_str().map(str::to_string))
         .unwrap();
-    let replayed = |extra: &[&str]| {
+    let replayed = |extra: &[&str], available: &str| {
         let out = hvaudit()
-            .args([
-                "--no-config",
-                "replay",
-                "-q",
-                "--format",
-                "json",
-                "--task",
-                &task,
-            ])
+            .args(["--no-config", "replay", "--format", "json", "--task", &task])
             .args(extra)
             .arg(&log)
+            .env("HVAUDIT_MEMORY_AVAILABLE", available)
             .output()
             .unwrap();
         assert!(
@@ -259,14 +254,24 @@ fn a_spilled_replay_equals_the_loaded_one() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
-    let (loaded, _) = replayed(&[]);
+    let (loaded, _) = replayed(&["-q"], "8G");
     let spill = tempfile::tempdir().unwrap();
     let spill_arg = spill.path().to_str().unwrap();
-    let (spilled, _) = replayed(&["--memory-limit", "48M", "--spill-dir", spill_arg]);
+    let (spilled, _) = replayed(
+        &["-q", "--memory-limit", "48M", "--spill-dir", spill_arg],
+        "8G",
+    );
     assert!(!loaded.is_empty());
     assert_eq!(
         String::from_utf8_lossy(&loaded),
         String::from_utf8_lossy(&spilled)
+    );
+    // No limit given, on a machine with less memory than the table takes.
+    let (implied, said) = replayed(&["--spill-dir", spill_arg], "20M");
+    assert!(said.contains("this machine has available"), "{said}");
+    assert_eq!(
+        String::from_utf8_lossy(&loaded),
+        String::from_utf8_lossy(&implied)
     );
     assert_eq!(
         std::fs::read_dir(spill.path()).unwrap().count(),
