@@ -333,23 +333,22 @@ pub async fn run_executor(opts: ExecutorOptions) -> anyhow::Result<()> {
 pub async fn start_in_process(executors: usize, vcores: usize) -> anyhow::Result<String> {
     let url = start_scheduler_in_process(EXECUTOR_TIMEOUT).await?;
     let (_, scheduler_port) = scheduler_address(&url).map_err(anyhow::Error::msg)?;
-    let mut ports = Vec::new();
     for _ in 0..executors {
         let work_dir = tempfile::tempdir()?.keep();
-        let (port, grpc_port) = (free_port()?, free_port()?);
-        ports.extend([port, grpc_port]);
-        tokio::spawn(run_executor(ExecutorOptions {
-            scheduler: ("127.0.0.1".into(), scheduler_port),
-            bind_host: "127.0.0.1".into(),
-            external_host: Some("127.0.0.1".into()),
-            port,
-            grpc_port,
-            work_dir: Some(work_dir),
-            vcores,
-            memory_limit: None,
-        }));
+        serve_on_free_ports(2, |ports| {
+            run_executor(ExecutorOptions {
+                scheduler: ("127.0.0.1".into(), scheduler_port),
+                bind_host: "127.0.0.1".into(),
+                external_host: Some("127.0.0.1".into()),
+                port: ports[0],
+                grpc_port: ports[1],
+                work_dir: Some(work_dir.clone()),
+                vcores,
+                memory_limit: None,
+            })
+        })
+        .await?;
     }
-    wait_for_ports(&ports).await?;
     // Registration follows the listeners within a heartbeat's handshake.
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     Ok(url)
@@ -362,10 +361,48 @@ pub async fn start_in_process(executors: usize, vcores: usize) -> anyhow::Result
 pub async fn start_scheduler_in_process(
     executor_timeout: std::time::Duration,
 ) -> anyhow::Result<String> {
-    let bind: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
-    tokio::spawn(run_scheduler_with(bind, None, executor_timeout));
-    wait_for_ports(&[bind.port()]).await?;
-    Ok(format!("df://127.0.0.1:{}", bind.port()))
+    let ports = serve_on_free_ports(1, |ports| {
+        let bind: SocketAddr = ([127, 0, 0, 1], ports[0]).into();
+        run_scheduler_with(bind, None, executor_timeout)
+    })
+    .await?;
+    Ok(format!("df://127.0.0.1:{}", ports[0]))
+}
+
+/// Start `serve` (a server on the `count` ports it is given) as a task and
+/// wait until it listens on all of them; returns the ports. A port found
+/// free can be taken by another process before the server binds it (tests
+/// run side by side): the server then ends, and it is started again on
+/// other ports, three times at most, the last error said.
+async fn serve_on_free_ports<Serve, Fut>(count: usize, serve: Serve) -> anyhow::Result<Vec<u16>>
+where
+    Serve: Fn(Vec<u16>) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
+{
+    let ended = |r: Result<anyhow::Result<()>, tokio::task::JoinError>| match r {
+        Ok(Err(e)) => e,
+        Ok(Ok(())) => anyhow::anyhow!("the server stopped"),
+        Err(e) => anyhow::anyhow!("the server's task failed: {e}"),
+    };
+    let mut last = anyhow::anyhow!("not started");
+    for _ in 0..3 {
+        let ports = (0..count)
+            .map(|_| free_port())
+            .collect::<std::io::Result<Vec<u16>>>()?;
+        let mut task = tokio::spawn(serve(ports.clone()));
+        tokio::select! {
+            listening = wait_for_ports(&ports) => {
+                listening?;
+                // Ended already: what listens there is somebody else.
+                if !task.is_finished() {
+                    return Ok(ports);
+                }
+                last = ended(task.await);
+            }
+            result = &mut task => last = ended(result),
+        }
+    }
+    Err(last.context("an in-process server did not start on free ports, three times"))
 }
 
 /// A port nothing listens on now.
@@ -391,4 +428,49 @@ async fn wait_for_ports(ports: &[u16]) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_server_whose_port_was_taken_starts_again_on_others() {
+        // The first start fails as a taken port does; the second listens.
+        let starts = Arc::new(AtomicUsize::new(0));
+        let ports = serve_on_free_ports(1, |ports| {
+            let starts = Arc::clone(&starts);
+            async move {
+                if starts.fetch_add(1, Ordering::SeqCst) == 0 {
+                    anyhow::bail!("Address already in use");
+                }
+                let listener = tokio::net::TcpListener::bind(("127.0.0.1", ports[0])).await?;
+                loop {
+                    listener.accept().await?;
+                }
+            }
+        })
+        .await
+        .unwrap();
+        assert_eq!(starts.load(Ordering::SeqCst), 2);
+        assert!(
+            tokio::net::TcpStream::connect(("127.0.0.1", ports[0]))
+                .await
+                .is_ok()
+        );
+        // One that never starts says why, after three tries.
+        let never = AtomicUsize::new(0);
+        let error = serve_on_free_ports(1, |_| {
+            never.fetch_add(1, Ordering::SeqCst);
+            async { anyhow::bail!("Address already in use") }
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(never.load(Ordering::SeqCst), 3);
+        assert!(
+            format!("{error:#}").contains("Address already in use"),
+            "{error:#}"
+        );
+    }
 }
