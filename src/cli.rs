@@ -22,11 +22,13 @@ pub struct Cli {
     /// No progress bars and no summary on stderr (errors still print).
     #[arg(long, short, global = true)]
     pub quiet: bool,
-    /// Read option defaults from this file (default: ./hvaudit.toml when
-    /// it exists); options on the command line win.
+    /// Read option defaults from this file (else the file HVAUDIT_CONFIG
+    /// names, else ./hvaudit.toml when it exists and the working directory
+    /// is not among the inputs); options on the command line win.
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Do not read ./hvaudit.toml.
+    /// Read no configuration file (neither --config, HVAUDIT_CONFIG nor
+    /// ./hvaudit.toml).
     #[arg(long, global = true, conflicts_with = "config")]
     pub no_config: bool,
 }
@@ -325,6 +327,15 @@ pub struct SqlArgs {
     /// Query `convert`'s Parquet from disk instead of loading it into memory.
     #[arg(long)]
     pub in_place: bool,
+    /// Run queries only (SELECT, WITH, VALUES), as rule files: no statement
+    /// that writes or reads files (COPY ... TO, CREATE EXTERNAL TABLE,
+    /// INSERT) or changes the session. The default for -f FILE.
+    #[arg(long, conflicts_with = "allow_writes")]
+    pub read_only: bool,
+    /// With -f FILE: run every statement, also those that write or read
+    /// files (-e and the prompt run them without it).
+    #[arg(long)]
+    pub allow_writes: bool,
 }
 
 /// `--timeout`, or the default for a cluster run.
@@ -396,8 +407,19 @@ pub enum RulesAction {
     },
     /// Show a rule's condition, interpretation choices and an example.
     Explain { id: String },
-    /// Check rule files in a directory: headers parse and the SQL plans.
+    /// Check rule files in a directory: headers parse, each file is one
+    /// query, and the SQL plans (nothing runs).
     Lint { dir: PathBuf },
+    /// Run the rules' test cases: DIR/tests/RULE_ID/CASE.ndjson, each
+    /// audited with its rule, against CASE.expected (queries/README.md).
+    Test {
+        /// A rule directory (as --rules-dir takes), with tests/ under it.
+        dir: PathBuf,
+        /// Write each case's findings to its .expected file instead of
+        /// comparing them.
+        #[arg(long)]
+        bless: bool,
+    },
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,5 +1,7 @@
 //! Making text from a log safe to show: characters a terminal or viewer
-//! acts on, and characters that are invisible, become visible escapes.
+//! acts on, characters that are invisible, and characters XML 1.0 forbids
+//! become visible escapes. Every report format shows log text through
+//! [`visible`], so one list decides what no report carries raw.
 
 use std::borrow::Cow;
 
@@ -8,9 +10,12 @@ use std::borrow::Cow;
 /// recolor, retitle or reorder what is shown; or an invisible character
 /// (zero-width space and joiners, soft hyphen, byte order mark, fillers,
 /// variation selectors, tags), which would let two different ids look the
-/// same.
+/// same; or a noncharacter (U+FDD0..U+FDEF, and the last two code points
+/// of every plane), among them U+FFFE and U+FFFF, which XML 1.0 forbids as
+/// it forbids C0 controls (surrogates cannot occur in a Rust string).
 pub fn hidden(c: char) -> bool {
     c.is_control()
+        || noncharacter(c)
         || matches!(
             c,
             '\u{00ad}'
@@ -32,6 +37,12 @@ pub fn hidden(c: char) -> bool {
         || ('\u{fff0}'..='\u{fff8}').contains(&c)
         || ('\u{1d173}'..='\u{1d17a}').contains(&c)
         || ('\u{e0000}'..='\u{e0fff}').contains(&c)
+}
+
+/// U+FDD0..U+FDEF and U+nFFFE, U+nFFFF of every plane: code points Unicode
+/// keeps for a program's own use, never for interchange.
+fn noncharacter(c: char) -> bool {
+    ('\u{fdd0}'..='\u{fdef}').contains(&c) || (c as u32) & 0xfffe == 0xfffe
 }
 
 /// `s` with every [`hidden`] character as a visible escape: `\n`, `\r`,
@@ -84,6 +95,13 @@ mod tests {
         assert_eq!(visible("a\u{1b}]8;;x\u{7}b"), "a\\x1b]8;;x\\x07b");
         assert_eq!(visible("\u{202e}txt"), "\\u{202e}txt");
         assert_eq!(visible("x\ny"), "x\\ny");
+        // XML 1.0 forbids these; other noncharacters are escaped with them.
+        assert_eq!(visible("a\u{fffe}\u{ffff}b"), "a\\u{fffe}\\u{ffff}b");
+        assert_eq!(
+            visible("\u{fdd0}\u{1fffe}\u{10ffff}"),
+            "\\u{fdd0}\\u{1fffe}\\u{10ffff}"
+        );
+        assert_eq!(visible("\u{7f}\u{85}\u{9f}"), "\\x7f\\x85\\x9f");
         // Letters of every script stay as they are.
         assert_eq!(visible("タスク_1 задача é"), "タスク_1 задача é");
     }

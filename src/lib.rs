@@ -20,6 +20,7 @@ pub mod ingest;
 pub mod options;
 pub mod output;
 pub mod progress;
+pub mod read_only;
 pub mod replay;
 pub mod report;
 pub mod report_model;

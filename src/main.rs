@@ -27,6 +27,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Which configuration file applies, or which was passed over and why:
+    // said even under --quiet.
+    if let Some(notice) = &config.notice {
+        eprintln!("{notice}");
+    }
     // Without a memory limit, never hand freed pages back to the kernel: a
     // query phase frees and allocates gigabytes, and each page given back is
     // faulted and zeroed again on reuse (a 1 GB audit: 75-90 k page faults

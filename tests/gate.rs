@@ -492,7 +492,9 @@ fn the_configuration_file_sets_options_severities_and_rules() {
         .args(["config", "show"])
         .assert()
         .success()
-        .stdout(predicate::str::contains("configuration file: hvaudit.toml"))
+        .stdout(predicate::str::contains(
+            "configuration file: ./hvaudit.toml (working directory)",
+        ))
         .stdout(
             predicate::str::contains("fail-on")
                 .and(predicate::str::contains("critical  (configuration file)")),

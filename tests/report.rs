@@ -4,7 +4,7 @@
 use chrono::{DateTime, TimeZone, Utc};
 use hvaudit::finding::{BaselineState, Suppression, TimelineEntry};
 use hvaudit::report::{
-    Format, Provenance, RenderOptions, TextOptions, render, render_text, render_with,
+    Configuration, Format, Provenance, RenderOptions, TextOptions, render, render_text, render_with,
 };
 use hvaudit::report_model::{BaselineUsed, EntryUse, Gate, Span, SuppressionsUsed, TimeBucket};
 use hvaudit::{Finding, InputSummary, Location, Report, RuleMeta, Severity};
@@ -871,7 +871,15 @@ fn provenance() -> Provenance {
         ]
         .map(String::from)
         .to_vec(),
-        configuration: Some("hvaudit.toml: --fail-on, 2 rule override(s)".into()),
+        configuration: Some(Configuration {
+            file: "ci/hvaudit.toml".into(),
+            found: "--config".into(),
+            options: vec!["fail-on".into()],
+            rules: vec![
+                "token.replayed severity=critical".into(),
+                "envelope.legacy_version_field enabled=false".into(),
+            ],
+        }),
         generated_at: Some(t(59, 500) + chrono::Duration::hours(1)),
     }
 }
@@ -887,6 +895,87 @@ fn html_with(report: &Report, provenance: Provenance) -> String {
 }
 
 #[test]
+fn every_format_states_the_configuration_it_applied() {
+    let with = RenderOptions {
+        provenance: provenance(),
+        ..Default::default()
+    };
+    let said = "ci/hvaudit.toml (--config) set: fail-on; [rules] token.replayed \
+                severity=critical, envelope.legacy_version_field enabled=false";
+    let rendered = |format: Format, opts: &RenderOptions| {
+        let mut out = Vec::new();
+        render_with(&sample(), format, opts, &mut out).unwrap();
+        out
+    };
+    for format in ALL {
+        let out = String::from_utf8(rendered(format, &with)).unwrap();
+        let plain = render_to_string(&sample(), format);
+        match format {
+            // One finding a line and nothing else: no place for it.
+            Format::Jsonl => assert_eq!(out, plain),
+            Format::Json => {
+                let v: Value = serde_json::from_str(&out).unwrap();
+                assert_eq!(v["configuration"]["file"], "ci/hvaudit.toml");
+                assert_eq!(v["configuration"]["found"], "--config");
+                assert_eq!(v["configuration"]["options"][0], "fail-on");
+                assert_eq!(
+                    v["configuration"]["rules"][1],
+                    "envelope.legacy_version_field enabled=false"
+                );
+                let p: Value = serde_json::from_str(&plain).unwrap();
+                assert!(p.get("configuration").is_none(), "absent without one");
+            }
+            Format::Sarif => {
+                let v: Value = serde_json::from_str(&out).unwrap();
+                let c = &v["runs"][0]["properties"]["configuration"];
+                assert_eq!(c["summary"], said, "{c}");
+                let p: Value = serde_json::from_str(&plain).unwrap();
+                assert!(p["runs"][0]["properties"].get("configuration").is_none());
+            }
+            // The HTML header lays the line out in spans (see below).
+            Format::Html => assert!(out.contains("id=\"configuration\"")),
+            Format::Text => {
+                let one_line = out.split_whitespace().collect::<Vec<_>>().join(" ");
+                assert!(
+                    one_line.contains(&format!("Configuration: {said}")),
+                    "{out}"
+                );
+            }
+            Format::Markdown => {
+                assert!(out.contains("**Configuration:** ci/hvaudit.toml"), "{out}")
+            }
+            Format::Junit => assert!(
+                out.contains(&format!(
+                    "<property name=\"hvaudit.configuration\" value=\"{said}\"/>"
+                )),
+                "{out}"
+            ),
+            Format::Parquet => unreachable!("not among ALL"),
+        }
+        if format != Format::Jsonl {
+            assert!(
+                !plain.contains("ci/hvaudit.toml"),
+                "{format}: only when one applied"
+            );
+        }
+    }
+    // Parquet: in the file's key-value metadata.
+    use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
+    let file =
+        SerializedFileReader::new(bytes::Bytes::from(rendered(Format::Parquet, &with))).unwrap();
+    let kv = file
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .unwrap();
+    let config = kv
+        .iter()
+        .find(|k| k.key == "hvaudit.configuration")
+        .unwrap();
+    assert_eq!(config.value.as_deref(), Some(said));
+}
+
+#[test]
 fn html_header_states_verdict_command_and_time() {
     let out = html_with(&sample(), provenance());
     assert!(
@@ -894,7 +983,7 @@ fn html_header_states_verdict_command_and_time() {
         "{out}"
     );
     assert!(out.contains("<dt>Generated</dt><dd><span class=\"mono at\" id=\"generated\">2025-03-14T10:26:59.500Z</span>"));
-    assert!(out.contains("<dd id=\"configuration\">hvaudit.toml: <span class=\"id\">--fail-on,</span> 2 rule override(s)</dd>"), "{out}");
+    assert!(out.contains("<dd id=\"configuration\"><span class=\"path\"><span class=\"seg\">ci/</span><wbr><span class=\"seg\">hvaudit.toml</span></span> <span class=\"id\">(--config)</span> set: <span class=\"id\">fail-on;</span> [rules] token.replayed severity=critical, envelope.legacy_version_field enabled=false</dd>"), "{out}");
     let command = &out[out.find("id=\"command\"").unwrap()..];
     let command = &command[..command.find("</code>").unwrap()];
     // Each word whole; words apart by a space, where the line may break.
@@ -952,9 +1041,13 @@ fn cli_html_header_names_the_configuration_file() {
         .output()
         .unwrap();
     let html = String::from_utf8(out.stdout).unwrap();
+    let said = &html[html
+        .find("<dd id=\"configuration\">")
+        .expect("the header names it")..];
+    let said = &said[..said.find("</dd>").unwrap()];
     assert!(
-        html.contains("<dd id=\"configuration\">hvaudit.toml: <span class=\"id\">--fail-on,</span> 1 rule override(s)</dd>"),
-        "{html}"
+        said.contains("<span class=\"seg\">hvaudit.toml</span></span> (working directory) set: <span class=\"id\">fail-on;</span> [rules] token.rebound enabled=false"),
+        "{said}"
     );
     assert!(
         html.contains("<span class=\"id\">(--fail-on</span> critical)"),

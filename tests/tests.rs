@@ -27,4 +27,5 @@ mod spill;
 mod sql_output;
 mod sql_shell;
 mod synth;
+mod trust;
 mod user_rules;

@@ -91,7 +91,7 @@ pub fn run(args: AuditArgs, config: &Config, quiet: bool) -> anyhow::Result<u8> 
             width: report::terminal_width(path == std::path::Path::new("-")),
         },
         provenance: report::Provenance {
-            configuration: configuration(config),
+            configuration: config.applied(),
             ..report::Provenance::of_this_process()
         },
     };
@@ -132,23 +132,6 @@ pub fn run(args: AuditArgs, config: &Config, quiet: bool) -> anyhow::Result<u8> 
         return Ok(1);
     }
     Ok(u8::from(report.failing() > 0))
-}
-
-/// The configuration file and what it set, for the HTML header.
-fn configuration(config: &Config) -> Option<String> {
-    let file = config.file.as_ref()?;
-    let mut set: Vec<String> = config
-        .set_by_file
-        .iter()
-        .map(|o| format!("--{o}"))
-        .collect();
-    if !config.rules.is_empty() {
-        set.push(format!("{} rule override(s)", config.rules.len()));
-    }
-    Some(match set.as_slice() {
-        [] => format!("{file}: nothing this command uses"),
-        _ => format!("{file}: {}", set.join(", ")),
-    })
 }
 
 /// Audit logs whose loaded table would not fit the memory limit through

@@ -12,11 +12,12 @@ pub fn run(action: ConfigAction, given: &(Option<PathBuf>, bool)) -> anyhow::Res
             crate::config::ArgsError::Config(m) => anyhow::anyhow!(m),
             crate::config::ArgsError::Clap(e) => anyhow::anyhow!(e.to_string()),
         })?;
-    match &config.file {
-        Some(f) => println!("configuration file: {f}"),
-        None => println!(
-            "configuration file: none (no ./{} here; --config FILE names one)",
-            crate::config::DEFAULT_FILE
+    match (&config.file, config.found) {
+        (Some(f), Some(found)) => println!("configuration file: {f} ({})", found.as_str()),
+        _ => println!(
+            "configuration file: none (no ./{} here; --config FILE or {} names one)",
+            crate::config::DEFAULT_FILE,
+            crate::config::ENV_VAR
         ),
     }
     println!("\n[audit]");

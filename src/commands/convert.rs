@@ -4,8 +4,9 @@
 //! `bad_lines/bad_lines-RUN.parquet`, RUN unique per run so shards converted
 //! on many machines can share one directory (each with its own `--shard`, so
 //! their seqs differ too); a second run of a shard the directory holds is
-//! refused. Every file is written under a temporary name and renamed only
-//! when all of them are complete.
+//! refused, and so is one started while another run of that shard writes
+//! there (a lock file, below). Every file is written under a temporary name
+//! and renamed only when all of them are complete.
 
 use crate::cli::ConvertArgs;
 use crate::ingest::parquet::{RUN_KEY, TABLE_KEY};
@@ -38,9 +39,6 @@ pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
     let (found, skipped) =
         crate::ingest::inputs::expand(&args.input.paths, args.input.allow_empty)?;
     let remote = is_object_url(out);
-    if !single {
-        refuse_same_shard(out, args.shard)?;
-    }
     if !remote {
         crate::output::refuse_inputs(&[("-o", out.as_path())], &found)?;
         std::fs::create_dir_all(&out_dir).map_err(|e| {
@@ -49,6 +47,17 @@ pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
                 out_dir.display()
             )
         })?;
+    }
+    // Held to the end of the run: a second convert of the shard into the
+    // directory, started meanwhile, is refused as one started after.
+    let _lock = match !single && !remote {
+        true => Some(lock_shard(out, args.shard)?),
+        false => None,
+    };
+    if !single {
+        refuse_same_shard(out, args.shard)?;
+    }
+    if !remote {
         sweep(out, single, quiet);
     }
     // Under a memory limit the rows are spilled as they are read (to
@@ -354,24 +363,87 @@ fn is_object_url(path: &Path) -> bool {
     path.to_str().is_some_and(crate::ingest::remote::is_url)
 }
 
+/// The lock file of a shard's runs in a directory: a dot-file, which
+/// readers pass over like every name starting with `.`.
+fn lock_path(out: &Path, shard: u16) -> PathBuf {
+    out.join(format!(".hvaudit-convert-shard-{shard}.lock"))
+}
+
+/// Lock the shard in the directory `out` for this run: an advisory lock
+/// (flock) on its lock file, which the system releases when the process
+/// ends however it ends, so a killed run blocks no later one. A run that
+/// finds it held is refused with the message of a run that comes after
+/// (`refuse_same_shard`). The file stays; it holds nothing.
+fn lock_shard(out: &Path, shard: u16) -> anyhow::Result<std::fs::File> {
+    let path = lock_path(out, shard);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot make the lock file {}: {e}; pass a writable directory",
+                crate::ingest::inputs::shown_path(&path)
+            )
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let (_, mut in_use) = runs_in(out)?;
+            in_use.insert(i64::from(shard));
+            Err(same_shard(out, shard, &in_use))
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(anyhow::anyhow!(
+            "cannot lock {}: {e}; write to a local directory, or one whose filesystem supports \
+             locks",
+            crate::ingest::inputs::shown_path(&path)
+        )),
+    }
+}
+
 /// A directory that already holds a convert run takes another only of a
 /// different `--shard`: a second run of one shard repeats its seqs, so its
 /// events would count twice, and every reader (loaded, `--in-place`, a
 /// cluster) refuses such a directory. Decided by the readers' own check.
 fn refuse_same_shard(out: &Path, shard: u16) -> anyhow::Result<()> {
+    let (mut ranges, in_use) = runs_in(out)?;
+    // Every seq this run can give; its run id is written later, and a
+    // label no stored id equals stands for it.
+    let first = i64::from(shard) << SHARD_SHIFT;
+    let this_run = format!("this run (--shard {shard})");
+    ranges.push((
+        Some(this_run.clone()),
+        (first, first | ((1 << SHARD_SHIFT) - 1)),
+        this_run,
+    ));
+    if crate::ingest::parquet::check_seqs_disjoint(&ranges).is_err() {
+        return Err(same_shard(out, shard, &in_use));
+    }
+    Ok(())
+}
+
+/// The seq ranges of the convert runs in `out` (run id, seqs, file) and
+/// the shards they use.
+type Runs = (
+    Vec<(Option<String>, (i64, i64), String)>,
+    std::collections::BTreeSet<i64>,
+);
+
+fn runs_in(out: &Path) -> anyhow::Result<Runs> {
     use crate::ingest::inputs::Format;
     use crate::ingest::parquet::{OwnTable, describe_own};
     let found = if is_object_url(out) {
         // A prefix with no object yet holds no run.
         match crate::ingest::inputs::expand(&[out.to_path_buf()], true) {
             Ok((found, _)) => found,
-            Err(crate::ingest::inputs::InputError::RemoteMissing { .. }) => return Ok(()),
+            Err(crate::ingest::inputs::InputError::RemoteMissing { .. }) => Vec::new(),
             Err(e) => return Err(e.into()),
         }
     } else if out.is_dir() {
         crate::ingest::inputs::expand(&[out.to_path_buf()], true)?.0
     } else {
-        return Ok(());
+        Vec::new()
     };
     let mut ranges = Vec::new();
     for input in found.iter().filter(|i| i.format == Format::Parquet) {
@@ -383,30 +455,24 @@ fn refuse_same_shard(out: &Path, shard: u16) -> anyhow::Result<()> {
             ranges.push((file.run, seqs, input.display.clone()));
         }
     }
-    let in_use: std::collections::BTreeSet<i64> = ranges
+    let in_use = ranges
         .iter()
         .flat_map(|(_, (lo, hi), _)| [lo >> SHARD_SHIFT, hi >> SHARD_SHIFT])
         .collect();
-    // Every seq this run can give; its run id is written later, and a
-    // label no stored id equals stands for it.
-    let first = i64::from(shard) << SHARD_SHIFT;
-    let this_run = format!("this run (--shard {shard})");
-    ranges.push((
-        Some(this_run.clone()),
-        (first, first | ((1 << SHARD_SHIFT) - 1)),
-        this_run,
-    ));
-    if crate::ingest::parquet::check_seqs_disjoint(&ranges).is_err() {
-        let in_use: Vec<String> = in_use.iter().map(i64::to_string).collect();
-        anyhow::bail!(
-            "{} already holds a convert run of --shard {shard}: a second run of one shard repeats \
-             its seqs, and audit, sql and a cluster refuse the directory; write to a new \
-             directory, or give this run a shard not in use there (--shard N, 0..2047; in use: {})",
-            crate::ingest::inputs::shown_path(out),
-            in_use.join(", ")
-        );
-    }
-    Ok(())
+    Ok((ranges, in_use))
+}
+
+/// The refusal of a second run of `shard` in `out`, whether the first has
+/// finished or still writes.
+fn same_shard(out: &Path, shard: u16, in_use: &std::collections::BTreeSet<i64>) -> anyhow::Error {
+    let in_use: Vec<String> = in_use.iter().map(i64::to_string).collect();
+    anyhow::anyhow!(
+        "{} already holds a convert run of --shard {shard}: a second run of one shard repeats \
+         its seqs, and audit, sql and a cluster refuse the directory; write to a new \
+         directory, or give this run a shard not in use there (--shard N, 0..2047; in use: {})",
+        crate::ingest::inputs::shown_path(out),
+        in_use.join(", ")
+    )
 }
 
 /// Remove what killed runs left where this one writes: the output file's

@@ -1,7 +1,7 @@
 //! `hvaudit sql`: ad hoc SQL over the normalized tables.
 
 pub use super::sql_output::{Results, write_batches};
-use super::sql_statement::{on_time, query, split_statements};
+use super::sql_statement::{Power, on_time, query, refusal, split_statements};
 use crate::audit::block_on;
 use crate::cli::{SqlArgs, SqlFormat};
 use crate::engine::{self, EngineOptions, RuleSettings};
@@ -11,6 +11,7 @@ use datafusion::prelude::SessionContext;
 use std::path::Path;
 
 pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
+    let power = power(&args);
     let script = match (&args.query, &args.file) {
         (Some(q), _) => Some(q.clone()),
         (None, Some(f)) => Some(
@@ -19,6 +20,15 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
         ),
         (None, None) => None,
     };
+    // A statement the run may not make is refused before the log is read.
+    if let Some(s) = &script {
+        let statements = split_statements(s);
+        for (i, stmt) in statements.iter().enumerate() {
+            if let Some(why) = refusal(stmt, power) {
+                anyhow::bail!("statement {} of {}: {why}", i + 1, statements.len());
+            }
+        }
+    }
     if script.is_none() && args.input.paths.iter().any(|p| p.as_os_str() == "-") {
         anyhow::bail!(
             "standard input (`-`) is the log here, so it cannot also be the prompt; \
@@ -123,12 +133,29 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
         match script {
             Some(s) => {
                 let path = args.output.as_deref().unwrap_or(Path::new("-"));
-                run_script(&ctx, &s, args.format, path, limit).await?;
+                run_script(&ctx, &s, args.format, path, limit, power).await?;
                 Ok(0)
             }
-            None => super::sql_shell::shell(&ctx, args.format, limit).await,
+            None => super::sql_shell::shell(&ctx, args.format, limit, power).await,
         }
     })
+}
+
+/// What the statements may do: `--read-only` and `-f FILE` (a file from a
+/// shared repository is code) take queries only, unless `--allow-writes`;
+/// `-e` and the prompt run anything.
+fn power(args: &SqlArgs) -> Power {
+    if args.read_only {
+        Power::ReadOnly {
+            allow: "leave out --read-only to run it",
+        }
+    } else if args.file.is_some() && !args.allow_writes {
+        Power::ReadOnly {
+            allow: "pass --allow-writes to run it (-f FILE runs queries only by default)",
+        }
+    } else {
+        Power::Full
+    }
 }
 
 /// Run every statement of `script`, their results written to `path` as one
@@ -139,6 +166,7 @@ async fn run_script(
     format: SqlFormat,
     path: &Path,
     limit: Option<(&str, std::time::Duration)>,
+    power: Power,
 ) -> anyhow::Result<()> {
     let statements = split_statements(script);
     let mut out = Output::create(path)?;
@@ -149,7 +177,7 @@ async fn run_script(
             if to_stdout && crate::output::stdout_closed() {
                 break; // the reader went away (`| head`)
             }
-            let batches = on_time(limit, query(ctx, stmt)).await?;
+            let batches = on_time(limit, query(ctx, stmt, power)).await?;
             results.write(&batches, out.writer())?;
         }
         results.finish(out.writer())

@@ -4,7 +4,7 @@
 //! elapsed time after each result; errors on one readable line.
 
 use super::sql_output::Results;
-use super::sql_statement::{builtin_file, builtin_views, on_time, query, split_statements};
+use super::sql_statement::{Power, builtin_file, builtin_views, on_time, query, split_statements};
 use crate::cli::SqlFormat;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::datasource::TableType;
@@ -409,6 +409,7 @@ pub async fn shell(
     ctx: &SessionContext,
     format: SqlFormat,
     limit: Option<(&str, Duration)>,
+    power: Power,
 ) -> anyhow::Result<u8> {
     let builtin = builtin_views();
     let log_tables: BTreeSet<String> = Objects::read(ctx, &BTreeSet::new())
@@ -486,7 +487,7 @@ pub async fn shell(
         for stmt in split_statements(&buf) {
             let started = Instant::now();
             let ran = async {
-                let batches = on_time(limit, query(ctx, &stmt)).await?;
+                let batches = on_time(limit, query(ctx, &stmt, power)).await?;
                 let mut results = Results::new(format, 1).without_row_note();
                 crate::output::to_stdout(|out| results.write(&batches, out))?;
                 let columns = batches.first().is_some_and(|b| b.num_columns() > 0);

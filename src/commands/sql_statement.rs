@@ -47,15 +47,54 @@ pub fn split_statements(script: &str) -> Vec<String> {
     out
 }
 
+/// What statements a run of `hvaudit sql` may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Power {
+    /// Any: `COPY ... TO` writes files, `CREATE EXTERNAL TABLE` reads any
+    /// file the user can (`-e`, the prompt).
+    Full,
+    /// Queries only, as rule files (`--read-only`; `-f FILE` unless
+    /// `--allow-writes`): the hint says how to allow more.
+    ReadOnly { allow: &'static str },
+}
+
+/// The statement as the engine gets it: `SHOW TABLES` answered in the
+/// prompt's order, the rule files' helpers (`instant_text`, ...) expanded.
+fn prepared(sql: &str) -> anyhow::Result<String> {
+    let sql = show_tables(sql).unwrap_or_else(|| sql.to_string());
+    crate::rules::helpers::expand(&sql).map_err(|e| anyhow::anyhow!("query failed: {e}"))
+}
+
+/// Why `power` refuses the statement `sql`, naming its kind and how to
+/// allow it; None when it may run.
+pub fn refusal(sql: &str, power: Power) -> Option<String> {
+    let Power::ReadOnly { allow } = power else {
+        return None;
+    };
+    let (_, kind) = crate::read_only::refused_in(&prepared(sql).ok()?)?;
+    Some(format!(
+        "a {kind} statement is refused: it is not a query, and this run takes queries only \
+         (SELECT, WITH, VALUES), which cannot write or read files or change the session; {allow}"
+    ))
+}
+
 /// One statement's result: at least one batch, so that an empty result
 /// still has its columns (a CSV header, table heads).
-pub async fn query(ctx: &SessionContext, sql: &str) -> anyhow::Result<Vec<RecordBatch>> {
+pub async fn query(
+    ctx: &SessionContext,
+    sql: &str,
+    power: Power,
+) -> anyhow::Result<Vec<RecordBatch>> {
     let failed = |e| anyhow::anyhow!("query failed: {}", readable(&e));
-    let sql = show_tables(sql).unwrap_or_else(|| sql.to_string());
-    // The rule files' helpers (`instant_text`, ...) work here too.
-    let sql =
-        crate::rules::helpers::expand(&sql).map_err(|e| anyhow::anyhow!("query failed: {e}"))?;
-    let df = ctx.sql(&sql).await.map_err(failed)?;
+    if let Some(why) = refusal(sql, power) {
+        anyhow::bail!(why);
+    }
+    let sql = prepared(sql)?;
+    let df = match power {
+        Power::Full => ctx.sql(&sql).await,
+        Power::ReadOnly { .. } => crate::read_only::plan(ctx, &sql).await,
+    }
+    .map_err(failed)?;
     let schema = std::sync::Arc::new(df.schema().as_arrow().clone());
     let mut batches = df.collect().await.map_err(failed)?;
     if batches.is_empty() {

@@ -79,7 +79,7 @@ pub(super) fn render(
         failed => report.failing() > 0,
         gated => report.gate.fail_on.is_some(),
         command => provenance.command.iter().map(|w| clean(w).into_owned()).collect::<Vec<_>>(),
-        configuration => provenance.configuration.as_deref().map(clean),
+        configuration => provenance.configuration.as_ref().map(|c| clean(&c.summary()).into_owned()),
         generated_at => provenance.generated_at.as_ref().map(fmt_instant),
         gate_notes => super::gate_notes(report).iter().map(|n| clean(n).into_owned()).collect::<Vec<_>>(),
     };

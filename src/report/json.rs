@@ -2,7 +2,7 @@
 //! fix the key order; the JSONL and HTML renderers reuse them so every
 //! machine-readable view of a finding has the same shape.
 
-use super::identity_holds;
+use super::{Configuration, identity_holds};
 use crate::finding::{BaselineState, Finding, Severity, Suppression, fmt_instant};
 use crate::finding_store::Findings;
 use crate::report_model::{EntryUse, InputSummary, Report};
@@ -10,8 +10,16 @@ use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use std::io::Write;
 
-pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, &ReportJson::new(report))?;
+pub(super) fn render(
+    report: &Report,
+    config: Option<&Configuration>,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let json = ReportJson {
+        configuration: config,
+        ..ReportJson::new(report)
+    };
+    serde_json::to_writer_pretty(&mut *out, &json)?;
     out.write_all(b"\n")?;
     Ok(())
 }
@@ -20,6 +28,10 @@ pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()>
 pub(super) struct ReportJson<'a> {
     tool: &'a str,
     version: &'a str,
+    /// The configuration file applied; absent when none was, so such a
+    /// report is the same bytes as one written before the field existed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    configuration: Option<&'a Configuration>,
     inputs: Vec<InputJson<'a>>,
     span: SpanJson,
     counts: CountsJson,
@@ -53,6 +65,7 @@ impl<'a> ReportJson<'a> {
         Self {
             tool: &report.tool,
             version: &report.version,
+            configuration: None,
             inputs: report.inputs.iter().map(InputJson::new).collect(),
             span: SpanJson {
                 from: report.span.from.as_ref().map(fmt_instant),

@@ -3,16 +3,26 @@
 //! rule has findings that count for the gate (listed in the failure),
 //! errs when the rule could not run, and passes otherwise (suppressed and
 //! below-threshold findings are listed in its system-out). A first suite,
-//! `hvaudit.inputs`, errs when the inputs held no event.
+//! `hvaudit.inputs`, errs when the inputs held no event; its properties
+//! name the configuration file applied, if any.
+//!
+//! Every text written goes through `clean`, which escapes the characters
+//! XML 1.0 forbids (C0 controls but tab and line breaks, U+FFFE, U+FFFF)
+//! with the other hidden ones: a log line or a rule file cannot make the
+//! document unparseable.
 
-use super::clean;
+use super::{Configuration, clean};
 use crate::finding::{Finding, fmt_instant};
 use crate::report_model::Report;
 use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
 use std::collections::BTreeMap;
 use std::io::Write;
 
-pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()> {
+pub(super) fn render(
+    report: &Report,
+    config: Option<&Configuration>,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     // Per rule: the findings that fail the gate and the others, as lines.
     let mut failing: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     let mut other: BTreeMap<&str, Vec<String>> = BTreeMap::new();
@@ -55,14 +65,14 @@ pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()>
         } else {
             TestCaseStatus::success()
         };
-        let mut case = TestCase::new(id, status);
-        case.set_classname(format!("hvaudit.{}", rule.family));
+        let mut case = TestCase::new(clean(id).into_owned(), status);
+        case.set_classname(format!("hvaudit.{}", clean(&rule.family)));
         if let Some(lines) = other.get(id) {
             case.set_system_out(lines.join("\n"));
         }
         suites
             .entry(rule.family.as_str())
-            .or_insert_with(|| TestSuite::new(format!("hvaudit.{}", rule.family)))
+            .or_insert_with(|| TestSuite::new(format!("hvaudit.{}", clean(&rule.family))))
             .add_test_case(case);
     }
     // A rule file that failed before it could be listed (it did not parse).
@@ -91,6 +101,9 @@ pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()>
     case.set_classname("hvaudit.inputs");
     let mut inputs = TestSuite::new("hvaudit.inputs");
     inputs.add_test_case(case);
+    if let Some(c) = config {
+        inputs.add_property(("hvaudit.configuration", clean(&c.summary()).as_ref()));
+    }
     let mut xml = quick_junit::Report::new("hvaudit");
     xml.add_test_suite(inputs);
     xml.add_test_suites(suites.into_values());

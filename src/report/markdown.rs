@@ -2,6 +2,7 @@
 //! Every log-derived value goes through `md` so it renders as the literal
 //! text it is: no table breaks, no emphasis, no links, no embedded HTML.
 
+use super::Configuration;
 use super::{
     clean, file_line, finding_state, gate_notes, identity_holds, identity_word, top_tasks, verdict,
 };
@@ -11,11 +12,19 @@ use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-pub(super) fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
+pub(super) fn render(
+    report: &Report,
+    config: Option<&Configuration>,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     writeln!(out, "# {} audit report", md(&report.tool))?;
     writeln!(out)?;
     writeln!(out, "{} {}", md(&report.tool), md(&report.version))?;
     writeln!(out)?;
+    if let Some(c) = config {
+        writeln!(out, "**Configuration:** {}", md(&c.summary()))?;
+        writeln!(out)?;
+    }
     writeln!(out, "**Verdict:** {}", md(&verdict(report)))?;
     let notes = gate_notes(report);
     if !notes.is_empty() {

@@ -19,7 +19,7 @@ use std::fmt;
 use std::io::Write;
 use std::str::FromStr;
 
-pub use provenance::{Provenance, command_line, generation_time};
+pub use provenance::{Configuration, Provenance, command_line, generation_time};
 pub use text::{PIPED_WIDTH, TextOptions, render_text, terminal_width};
 
 /// The line that says some rejected lines are counted but not listed.
@@ -97,40 +97,35 @@ impl FromStr for Format {
 /// Writes `report` to `out` in `format`. Text output is plain (no color);
 /// call [`render_text`] directly to choose terminal options.
 pub fn render(report: &Report, format: Format, out: &mut dyn Write) -> anyhow::Result<()> {
-    match format {
-        Format::Text => render_text(report, &TextOptions::default(), out)?,
-        Format::Json => json::render(report, out)?,
-        Format::Jsonl => jsonl::render(report, out)?,
-        Format::Markdown => markdown::render(report, out)?,
-        Format::Html => html::render(report, &Provenance::default(), out)?,
-        Format::Sarif => sarif::render(report, out)?,
-        Format::Junit => junit::render(report, out)?,
-        Format::Parquet => parquet::render(report, out)?,
-    }
-    out.flush()?;
-    Ok(())
+    render_with(report, format, &RenderOptions::default(), out)
 }
 
 /// What the command adds to a report: the text's width and color, the
-/// command line and generation time the HTML header states.
+/// command line and generation time the HTML header states, and the
+/// configuration file every format states.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RenderOptions {
     pub text: TextOptions,
     pub provenance: Provenance,
 }
 
-/// As [`render`], with the command's options; formats they do not touch
-/// render as there.
+/// As [`render`], with the command's options.
 pub fn render_with(
     report: &Report,
     format: Format,
     opts: &RenderOptions,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
+    let config = opts.provenance.configuration.as_ref();
     match format {
-        Format::Text => render_text(report, &opts.text, out)?,
+        Format::Text => text::render(report, &opts.text, config, out)?,
+        Format::Json => json::render(report, config, out)?,
+        Format::Jsonl => jsonl::render(report, out)?,
+        Format::Markdown => markdown::render(report, config, out)?,
         Format::Html => html::render(report, &opts.provenance, out)?,
-        _ => return render(report, format, out),
+        Format::Sarif => sarif::render(report, config, out)?,
+        Format::Junit => junit::render(report, config, out)?,
+        Format::Parquet => parquet::render(report, config, out)?,
     }
     out.flush()?;
     Ok(())

@@ -5,8 +5,10 @@
 //! locations and the timeline as lists), a suppression is a struct, the
 //! baseline state text. The report's summary (accounting, gate) is the
 //! JSON's; the baseline's absent findings are not rows, as they were not
-//! found.
+//! found. The configuration file applied, if any, is in the file's
+//! key-value metadata (`hvaudit.configuration`, its one-line summary).
 
+use super::Configuration;
 use super::json::FindingJson;
 use crate::report_model::Report;
 use datafusion::arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
@@ -20,24 +22,37 @@ use std::sync::Arc;
 /// can tell a findings file from the events tables.
 const FINDINGS_KEY: &str = "hvaudit.findings";
 const FINDINGS_LAYOUT: &str = "1";
+/// The metadata key of the configuration file's summary.
+const CONFIGURATION_KEY: &str = "hvaudit.configuration";
 
 /// Findings serialized at a time, and per row group: memory holds one
 /// group, not a million findings twice.
 const ROWS: usize = 16 * 1024;
 
-pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()> {
+pub(super) fn render(
+    report: &Report,
+    config: Option<&Configuration>,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let schema = schema();
     // Strict: a field the JSON gains that the schema lacks is an error
     // (and a test), not a silently dropped column.
     let mut decoder = ReaderBuilder::new(schema.clone())
         .with_strict_mode(true)
         .build_decoder()?;
+    let mut metadata = vec![KeyValue::new(
+        FINDINGS_KEY.into(),
+        FINDINGS_LAYOUT.to_string(),
+    )];
+    if let Some(c) = config {
+        metadata.push(KeyValue::new(
+            CONFIGURATION_KEY.into(),
+            super::clean(&c.summary()).into_owned(),
+        ));
+    }
     let props = crate::output::parquet_properties()
         .set_max_row_group_row_count(Some(ROWS))
-        .set_key_value_metadata(Some(vec![KeyValue::new(
-            FINDINGS_KEY.into(),
-            FINDINGS_LAYOUT.to_string(),
-        )]))
+        .set_key_value_metadata(Some(metadata))
         .build();
     // The writer wants an owned, sendable sink: it writes into a buffer
     // that is emptied into `out` after each row group.
@@ -172,7 +187,7 @@ mod tests {
             gate: Gate::default(),
         };
         let mut out = Vec::new();
-        render(&report, &mut out).unwrap();
+        render(&report, None, &mut out).unwrap();
         let reader = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(out)).unwrap();
         assert_eq!(reader.metadata().num_row_groups(), 3);
         let mut messages = Vec::new();

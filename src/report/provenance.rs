@@ -1,6 +1,8 @@
-//! What a report says about its own making: the command that wrote it and
-//! when. The HTML header shows both; the report's content stays a function
-//! of the inputs alone.
+//! What a report says about its own making: the command that wrote it,
+//! the configuration file it applied, and when. The HTML header shows all
+//! three; every other format states the configuration (its header, its
+//! metadata), and only when one applied, so a report of a run without one
+//! is the same bytes as before.
 
 use chrono::{DateTime, Utc};
 use std::ffi::OsString;
@@ -14,9 +16,9 @@ pub struct Provenance {
     /// they make a shell line), credentials in URLs hidden; empty when
     /// not known.
     pub command: Vec<String>,
-    /// The configuration file read and what it set, e.g. `hvaudit.toml:
-    /// --fail-on, 2 rule override(s)` (options the command line lacks).
-    pub configuration: Option<String>,
+    /// The configuration file applied and what it set (options the
+    /// command line lacks).
+    pub configuration: Option<Configuration>,
     pub generated_at: Option<DateTime<Utc>>,
 }
 
@@ -28,6 +30,39 @@ impl Provenance {
             configuration: None,
             generated_at: Some(generation_time()),
         }
+    }
+}
+
+/// A configuration file a run applied: which, how it was found and what
+/// it set, as stderr and every report format state it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Configuration {
+    /// The file, as messages show it.
+    pub file: String,
+    /// How it was found: `--config`, `HVAUDIT_CONFIG` or `working directory`.
+    pub found: String,
+    /// The running command's options it set (long names), in file order.
+    pub options: Vec<String>,
+    /// Its `[rules."GLOB"]` entries: `GLOB severity=LEVEL`, `GLOB enabled=false`.
+    pub rules: Vec<String>,
+}
+
+impl Configuration {
+    /// One line: `./hvaudit.toml (working directory) set: fail-on-new,
+    /// suppressions; [rules] token.replayed severity=critical`.
+    pub fn summary(&self) -> String {
+        let mut set = Vec::new();
+        if !self.options.is_empty() {
+            set.push(self.options.join(", "));
+        }
+        if !self.rules.is_empty() {
+            set.push(format!("[rules] {}", self.rules.join(", ")));
+        }
+        let set = match set.is_empty() {
+            true => "nothing this command uses".to_string(),
+            false => set.join("; "),
+        };
+        format!("{} ({}) set: {set}", self.file, self.found)
     }
 }
 
@@ -111,6 +146,27 @@ mod tests {
                 "logs/run a.ndjson"
             ]),
             "hvaudit audit --fail-on high 'logs/run a.ndjson'"
+        );
+    }
+
+    #[test]
+    fn a_configuration_is_one_line_of_what_it_set() {
+        let mut c = Configuration {
+            file: "./hvaudit.toml".into(),
+            found: "working directory".into(),
+            options: vec!["fail-on-new".into(), "suppressions".into()],
+            rules: vec!["token.replayed severity=critical".into()],
+        };
+        assert_eq!(
+            c.summary(),
+            "./hvaudit.toml (working directory) set: fail-on-new, suppressions; \
+             [rules] token.replayed severity=critical"
+        );
+        c.options.clear();
+        c.rules.clear();
+        assert_eq!(
+            c.summary(),
+            "./hvaudit.toml (working directory) set: nothing this command uses"
         );
     }
 

@@ -2,7 +2,7 @@
 //! the place of source files: a finding's evidence lines are its regions.
 //! Nothing time- or machine-dependent is written, so runs diff cleanly.
 
-use super::identity_holds;
+use super::{Configuration, identity_holds};
 use crate::finding::{Finding, Location, Severity, fmt_instant};
 use crate::finding_store::Findings;
 use crate::report_model::{InputSummary, Report, RuleMeta};
@@ -19,7 +19,11 @@ const SCHEMA: &str =
 /// v2: the fingerprint no longer depends on file names and line numbers.
 const FINGERPRINT_KEY: &str = "hvaudit/v2";
 
-pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()> {
+pub(super) fn render(
+    report: &Report,
+    config: Option<&Configuration>,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let index: BTreeMap<&str, usize> = report
         .rules
         .iter()
@@ -36,17 +40,7 @@ pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()>
         .invocations(vec![invocation(report)])
         .artifacts(artifacts(report))
         .column_kind("unicodeCodePoints")
-        .properties(bag([
-            (
-                "span",
-                json!({
-                    "from": report.span.from.as_ref().map(fmt_instant),
-                    "to": report.span.to.as_ref().map(fmt_instant),
-                }),
-            ),
-            ("unresolvedBasis", json!(report.unresolved_basis)),
-            ("verdict", json!(super::verdict(report))),
-        ]))
+        .properties(run_properties(report, config))
         .build();
     let log = sarif::Sarif::builder()
         .schema(SCHEMA)
@@ -79,6 +73,47 @@ pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()>
     serde_json::to_writer_pretty(&mut *out, &log)?;
     out.write_all(b"\n")?;
     Ok(())
+}
+
+/// The run's property bag: the span, the unresolved references, the
+/// verdict, and the configuration file applied (only when one was).
+fn run_properties(report: &Report, config: Option<&Configuration>) -> sarif::PropertyBag {
+    let mut props = bag([
+        (
+            "span",
+            json!({
+                "from": report.span.from.as_ref().map(fmt_instant),
+                "to": report.span.to.as_ref().map(fmt_instant),
+            }),
+        ),
+        ("unresolvedBasis", json!(report.unresolved_basis)),
+        ("verdict", json!(shown(&super::verdict(report)))),
+    ]);
+    if let Some(c) = config {
+        props.additional_properties.insert(
+            "configuration".into(),
+            json!({
+                "file": shown(&c.file),
+                "found": c.found,
+                "options": c.options,
+                "rules": c.rules.iter().map(|r| shown(r)).collect::<Vec<_>>(),
+                "summary": shown(&c.summary()),
+            }),
+        );
+    }
+    props
+}
+
+/// Text a viewer shows (every message, description and justification):
+/// hidden characters made visible, as in the other formats.
+fn shown(text: &str) -> String {
+    super::clean(text).into_owned()
+}
+
+/// Multi-line text a viewer shows (a rule's explanation): each line as
+/// [`shown`], the line breaks kept.
+fn shown_lines(text: &str) -> String {
+    text.split('\n').map(shown).collect::<Vec<_>>().join("\n")
 }
 
 /// A JSON object: the entries of `map` with `key: value` in place of any
@@ -152,10 +187,10 @@ fn level(s: Severity) -> sarif::ResultLevel {
 fn descriptor(r: &RuleMeta) -> sarif::ReportingDescriptor {
     sarif::ReportingDescriptor::builder()
         .id(r.id.as_str())
-        .short_description(&r.summary)
-        .full_description(&r.explain)
+        .short_description(&shown(&r.summary))
+        .full_description(&shown_lines(&r.explain))
         // The sections of docs/protocol.md the rule rests on, after its text.
-        .help(&format!("{}\n\nSpec: {}", r.explain, r.spec))
+        .help(&shown_lines(&format!("{}\n\nSpec: {}", r.explain, r.spec)))
         .default_configuration(
             sarif::ReportingConfiguration::builder()
                 .level(json!(level(r.severity)))
@@ -179,7 +214,7 @@ fn result(f: &Finding, rule_index: Option<usize>) -> sarif::Result {
         .rule_id(f.rule.as_str())
         .level(level(f.severity))
         // Viewers show the message: hidden characters in ids made visible.
-        .message(super::clean(&f.message).as_ref())
+        .message(shown(&f.message).as_str())
         .locations(f.locations.iter().map(location).collect::<Vec<_>>())
         .partial_fingerprints(BTreeMap::from([(
             FINGERPRINT_KEY.to_string(),
@@ -202,7 +237,7 @@ fn result(f: &Finding, rule_index: Option<usize>) -> sarif::Result {
         let mut said = sarif::Suppression::builder()
             .kind(json!("external"))
             .status(json!("accepted"))
-            .justification(s.reason.as_str())
+            .justification(shown(&s.reason).as_str())
             .build();
         said.properties = Some(bag([
             ("entry", json!(s.entry)),
@@ -236,7 +271,7 @@ fn timeline(f: &Finding) -> Option<sarif::CodeFlow> {
                 .map(|task| format!(" (task {task})"))
                 .unwrap_or_default();
             loc.message = Some(
-                format!("{} {}{task}", t.event_type, t.event_id)
+                shown(&format!("{} {}{task}", t.event_type, t.event_id))
                     .as_str()
                     .into(),
             );
@@ -273,9 +308,7 @@ fn location(l: &Location) -> sarif::Location {
     };
     let loc = sarif::Location::builder().physical_location(physical);
     match &l.event_id {
-        Some(e) => loc
-            .message(format!("event {}", super::clean(e)).as_str())
-            .build(),
+        Some(e) => loc.message(shown(&format!("event {e}")).as_str()).build(),
         None => loc.build(),
     }
 }
@@ -286,7 +319,7 @@ fn invocation(report: &Report) -> sarif::Invocation {
         .iter()
         .map(|(rule, error)| {
             sarif::Notification::builder()
-                .message(format!("rule {rule} failed: {error}").as_str())
+                .message(shown(&format!("rule {rule} failed: {error}")).as_str())
                 .level(json!("error"))
                 .descriptor(
                     sarif::ReportingDescriptorReference::builder()
@@ -300,7 +333,7 @@ fn invocation(report: &Report) -> sarif::Invocation {
         let e = i.error.as_deref()?;
         Some(
             sarif::Notification::builder()
-                .message(format!("input {} read incompletely: {e}", i.path).as_str())
+                .message(shown(&format!("input {} read incompletely: {e}", i.path)).as_str())
                 .level(json!("error"))
                 .build(),
         )
@@ -314,7 +347,7 @@ fn invocation(report: &Report) -> sarif::Invocation {
             "note"
         };
         sarif::Notification::builder()
-            .message(super::clean(&n).as_ref())
+            .message(shown(&n).as_str())
             .level(json!(level))
             .build()
     }));

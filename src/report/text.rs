@@ -7,6 +7,7 @@
 //! identifier, a rule id or a path is never cut, and a path longer than a
 //! whole line breaks after a `/`.
 
+use super::Configuration;
 use super::{
     clean, file_line, finding_state, gate_notes, identity_holds, identity_word, top_agents,
     top_tasks, verdict,
@@ -63,6 +64,16 @@ const MAX_COL: usize = 48;
 
 /// Writes the terminal report.
 pub fn render_text(report: &Report, opts: &TextOptions, out: &mut dyn Write) -> io::Result<()> {
+    render(report, opts, None, out)
+}
+
+/// The terminal report, stating the configuration file applied, if any.
+pub(super) fn render(
+    report: &Report,
+    opts: &TextOptions,
+    config: Option<&Configuration>,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     let mut o = Out {
         out,
         st: Style(opts.color),
@@ -79,7 +90,7 @@ pub fn render_text(report: &Report, opts: &TextOptions, out: &mut dyn Write) -> 
         .collect();
     o.fill(&title, "", "  ")?;
     inputs(report, &mut o)?;
-    overview(report, &mut o)?;
+    overview(report, config, &mut o)?;
     counts(report, &mut o)?;
     o.blank()?;
     o.line(&o.st.bold("Findings"))?;
@@ -275,8 +286,11 @@ fn inputs(report: &Report, o: &mut Out) -> io::Result<()> {
     Ok(())
 }
 
-fn overview(report: &Report, o: &mut Out) -> io::Result<()> {
+fn overview(report: &Report, config: Option<&Configuration>, o: &mut Out) -> io::Result<()> {
     o.blank()?;
+    if let Some(c) = config {
+        o.para(&clean(&c.summary()), "Configuration: ", "  ")?;
+    }
     o.para(
         &format!(
             "Span: {} .. {}",

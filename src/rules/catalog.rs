@@ -78,6 +78,21 @@ pub struct RuleOverride {
     pub enabled: bool,
 }
 
+impl RuleOverride {
+    /// The entry as one says what a configuration set:
+    /// `token.* severity=low`, `x.y enabled=false`.
+    pub fn said(&self) -> String {
+        let mut out = self.pattern.clone();
+        if let Some(s) = self.severity {
+            out.push_str(&format!(" severity={s}"));
+        }
+        if !self.enabled {
+            out.push_str(" enabled=false");
+        }
+        out
+    }
+}
+
 /// All views (by file name; each registers after the views it reads) and
 /// rules (sorted by id).
 #[derive(Debug, Clone, Default)]
@@ -438,11 +453,17 @@ fn parse_view(file: &str, text: &str) -> Result<View, FileError> {
     })
 }
 
+/// The file's SQL with its helpers expanded, refused unless it is one
+/// query: a rule or view that writes or reads files (`COPY ... TO`,
+/// `CREATE EXTERNAL TABLE`) or sets anything stops here, before any runs.
 fn expand_helpers(file: &str, text: &str) -> Result<String, FileError> {
-    super::helpers::expand(text).map_err(|reason| FileError {
+    let err = |reason: String| FileError {
         file: file.to_string(),
         reason,
-    })
+    };
+    let sql = super::helpers::expand(text).map_err(err)?;
+    crate::read_only::check(&sql).map_err(|e| err(e.to_string()))?;
+    Ok(sql)
 }
 
 /// Parse a rule file's header (every field is required) and expand its

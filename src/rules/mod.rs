@@ -1,5 +1,6 @@
 //! Running the rule queries and turning their rows into findings.
 
+pub mod cases;
 pub mod catalog;
 pub mod ev_table;
 pub mod helpers;
@@ -120,7 +121,7 @@ async fn register_view(
 ) -> datafusion::error::Result<()> {
     let started = std::time::Instant::now();
     let result = async {
-        let df = ctx.sql(&v.sql).await?;
+        let df = crate::read_only::plan(ctx, &v.sql).await?;
         match materialize {
             Materialize::InMemory if v.materialize => {
                 let planned = df.schema().inner().clone();
@@ -495,7 +496,10 @@ async fn run_one(
     strings: &Mutex<Interner>,
 ) -> datafusion::error::Result<Vec<Row>> {
     use futures::StreamExt;
-    let mut batches = ctx.sql(&rule.sql).await?.execute_stream().await?;
+    let mut batches = crate::read_only::plan(ctx, &rule.sql)
+        .await?
+        .execute_stream()
+        .await?;
     let mut rows = Vec::new();
     while let Some(b) = batches.next().await {
         let mut strings = strings.lock().unwrap_or_else(|e| e.into_inner());
