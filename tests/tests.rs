@@ -7,6 +7,7 @@ mod cli;
 mod cluster;
 mod common;
 mod completions;
+mod convert_lock;
 mod docs;
 mod ev_table;
 mod findings_parquet;
