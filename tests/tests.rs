@@ -30,3 +30,4 @@ mod sql_shell;
 mod synth;
 mod trust;
 mod user_rules;
+mod well_formed;
