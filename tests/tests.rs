@@ -22,6 +22,7 @@ mod properties;
 mod replay;
 mod report;
 mod roundtrip;
+mod rule_cases;
 mod rules_flow;
 mod rules_shape;
 mod spill;
