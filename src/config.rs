@@ -212,6 +212,11 @@ fn merged(argv: Vec<OsString>) -> Result<(Vec<OsString>, Config), ArgsError> {
             tokens.extend(loaded.tokens(name, key, value)?);
         }
     }
+    if !["audit", "rules", "config"].contains(&name) {
+        // Severities and rules left out concern the commands that run or
+        // list rules; the line says what this run applies.
+        config.rules.clear();
+    }
     if announce {
         config.notice = config
             .applied()
