@@ -24,6 +24,7 @@ pub mod read_only;
 pub mod replay;
 pub mod report;
 pub mod report_model;
+pub mod rule_cases;
 pub mod rules;
 pub mod signals;
 pub mod synth;

@@ -165,7 +165,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("x.csv");
         let refused = |sql: String| {
-            crate::audit::block_on(async { plan(&ctx, &sql).await.map(drop) }).unwrap_err()
+            let runtime = tokio::runtime::Runtime::new().unwrap();
+            runtime
+                .block_on(async { plan(&ctx, &sql).await.map(drop) })
+                .unwrap_err()
         };
         let copy = refused(format!("COPY (SELECT 1) TO '{}'", target.display()));
         assert!(copy.to_string().contains("DML not supported"), "{copy}");

@@ -58,7 +58,7 @@ fn two_converts_of_one_shard_at_once_give_one_success_and_one_refusal() {
     let log = std::fs::read(sample("harmovela-0.2.ndjson")).unwrap();
     let (head, tail) = log.split_at(log.len() / 2);
     pipe.write_all(head).unwrap();
-    wait_until_locked(&out.join(".hvaudit-convert-shard-0.lock"));
+    wait_until_locked(&out.join(".hvaudit.convert-shard-0.lock"));
     let second = hvaudit()
         .arg("convert")
         .arg(sample("aep-0.1.ndjson"))
@@ -119,7 +119,7 @@ fn a_killed_convert_leaves_no_lock_behind() {
     let mut pipe = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
     pipe.write_all(&std::fs::read(sample("aep-0.1.ndjson")).unwrap())
         .unwrap();
-    wait_until_locked(&out.join(".hvaudit-convert-shard-0.lock"));
+    wait_until_locked(&out.join(".hvaudit.convert-shard-0.lock"));
     first.kill().unwrap();
     first.wait().unwrap();
     drop(pipe);

@@ -4,7 +4,7 @@
 //! reminds of rules without a case.
 
 use assert_cmd::Command;
-use hvaudit::rules::cases;
+use hvaudit::rule_cases as cases;
 use hvaudit::rules::catalog::Catalog;
 use std::path::{Path, PathBuf};
 

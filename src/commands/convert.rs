@@ -364,9 +364,10 @@ fn is_object_url(path: &Path) -> bool {
 }
 
 /// The lock file of a shard's runs in a directory: a dot-file, which
-/// readers pass over like every name starting with `.`.
+/// readers pass over like every name starting with `.`; not named like
+/// the temp files (`.hvaudit-*`), which sweeps and scratch listings take.
 fn lock_path(out: &Path, shard: u16) -> PathBuf {
-    out.join(format!(".hvaudit-convert-shard-{shard}.lock"))
+    out.join(format!(".hvaudit.convert-shard-{shard}.lock"))
 }
 
 /// Lock the shard in the directory `out` for this run: an advisory lock

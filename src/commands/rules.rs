@@ -4,7 +4,7 @@ use crate::audit::block_on;
 use crate::cli::{RulesAction, RulesListFormat};
 use crate::engine::{self, EngineOptions, RuleSettings};
 use crate::ingest::Ingested;
-use crate::rules::cases::{self, Outcome};
+use crate::rule_cases::{self as cases, Outcome};
 use crate::rules::{self, catalog::Catalog};
 
 pub fn run(action: RulesAction, config: &crate::config::Config) -> anyhow::Result<u8> {

@@ -1,6 +1,5 @@
 //! Running the rule queries and turning their rows into findings.
 
-pub mod cases;
 pub mod catalog;
 pub mod ev_table;
 pub mod helpers;
