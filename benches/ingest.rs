@@ -2,7 +2,7 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use hvaudit::ingest::{IngestOptions, ingest};
-use hvaudit::synth::{SynthOptions, generate};
+use hvaudit_synth::{SynthOptions, generate};
 
 fn bench_ingest(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");

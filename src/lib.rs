@@ -27,7 +27,6 @@ pub mod report_model;
 pub mod rule_cases;
 pub mod rules;
 pub mod signals;
-pub mod synth;
 
 pub use finding::{Finding, Location, Severity};
 pub use finding_store::{FindingKey, Findings};

@@ -28,7 +28,7 @@ pub fn findings_of(report: &Report, rule: &str) -> Vec<(Option<String>, Vec<Stri
 
 /// A generated log with planted violations of every rule.
 pub fn synth_log(seed: u64, bytes: u64, redelivery_rate: f64) -> Vec<u8> {
-    let opts = hvaudit::synth::SynthOptions {
+    let opts = hvaudit_synth::SynthOptions {
         seed,
         target_bytes: bytes,
         violations: true,
@@ -36,7 +36,7 @@ pub fn synth_log(seed: u64, bytes: u64, redelivery_rate: f64) -> Vec<u8> {
         ..Default::default()
     };
     let mut log = Vec::new();
-    hvaudit::synth::generate(&opts, &mut log, &mut std::io::sink()).unwrap();
+    hvaudit_synth::generate(&opts, &mut log, &mut std::io::sink()).unwrap();
     log
 }
 

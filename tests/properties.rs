@@ -2,14 +2,14 @@
 //! how they were cut into files, delivered again, stored as Parquet, or
 //! damaged around them; and every line is accounted for.
 //!
-//! Logs come from `hvaudit::synth::generate` (planted violations of every
+//! Logs come from `hvaudit_synth::generate` (planted violations of every
 //! rule, random seed, 50-200 KB). Few cases, so the module stays fast in CI.
 
 use assert_cmd::Command;
 use hvaudit::audit::{Audit, AuditConfig};
 use hvaudit::ingest::normalize::{NormalizeOptions, parse_line};
 use hvaudit::ingest::{IngestOptions, ingest};
-use hvaudit::synth::{SynthOptions, generate};
+use hvaudit_synth::{SynthOptions, generate};
 use proptest::prelude::*;
 use std::io::Write;
 use std::path::{Path, PathBuf};

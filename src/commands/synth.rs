@@ -2,7 +2,7 @@
 
 use crate::cli::SynthArgs;
 use crate::output::write_output;
-use crate::synth::{SynthOptions, generate};
+use hvaudit_synth::{SynthOptions, generate};
 
 pub fn run(args: SynthArgs, quiet: bool) -> anyhow::Result<u8> {
     let opts = SynthOptions {
