@@ -463,7 +463,7 @@ fn humanize(d: &std::time::Duration) -> String {
 }
 
 /// A path a walk skipped, as the reports list it among the inputs.
-pub(crate) fn skipped_input(s: &crate::ingest::inputs::Skipped) -> InputSummary {
+pub fn skipped_input(s: &crate::ingest::inputs::Skipped) -> InputSummary {
     InputSummary {
         path: s.path.clone(),
         format: "skipped".into(),

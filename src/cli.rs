@@ -1,10 +1,13 @@
-//! Command-line definitions (clap derive) and their translation into
-//! library calls.
+//! The command line's definitions (clap derive): every subcommand and its
+//! options, the parsers of their values (sizes, instants, durations,
+//! severities) and the enums of their choices. `commands/` turns them
+//! into library calls; `config` fills in what a configuration file sets.
 
-use crate::finding::Severity;
-use crate::options::{SpecMode, TokenFormat};
-use crate::report::Format;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use hvaudit::finding::Severity;
+use hvaudit::options::{SpecMode, TokenFormat};
+use hvaudit::report::Format;
+use hvaudit::rule_cases::parse_horizon;
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -363,8 +366,8 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "INSTANT", value_parser = parse_instant)]
     pub at: Option<chrono::DateTime<chrono::Utc>>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = crate::replay::ReplayFormat::Text)]
-    pub format: crate::replay::ReplayFormat,
+    #[arg(long, value_enum, default_value_t = hvaudit::replay::ReplayFormat::Text)]
+    pub format: hvaudit::replay::ReplayFormat,
     /// Write the replay here instead of stdout (a file is replaced
     /// atomically; `-` is stdout).
     #[arg(short, long, value_name = "FILE")]
@@ -547,7 +550,7 @@ fn parse_line_cap(s: &str) -> Result<u64, String> {
 }
 
 fn parse_instant(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
-    crate::ingest::time::parse_instant_us(s)
+    hvaudit::ingest::time::parse_instant_us(s)
         .ok()
         .and_then(chrono::DateTime::from_timestamp_micros)
         .ok_or_else(|| format!("{s:?} is not an RFC 3339 instant (e.g. 2026-07-14T12:30:00Z)"))
@@ -564,31 +567,6 @@ fn parse_fail_on(s: &str) -> Result<FailOn, String> {
     s.parse()
         .map(|s| FailOn(Some(s)))
         .map_err(|e: String| format!("{e}, or none"))
-}
-
-/// Durations as ISO 8601 (PT5M) or short forms (90s, 5m, 2h, 1d, 500ms).
-pub fn parse_horizon(s: &str) -> Result<i64, String> {
-    let t = s.trim();
-    if t.starts_with(['P', 'p']) {
-        return crate::ingest::time::parse_duration_ms(t);
-    }
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    if num.is_empty() {
-        return Err(format!("{s:?} is not a duration; use e.g. 5m or PT5M"));
-    }
-    // All digits: only too many of them fail to parse, longer than any log.
-    let n: i64 = num.parse().unwrap_or(i64::MAX);
-    let ms = match unit {
-        "ms" => 1,
-        "s" | "" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return Err(format!("{s:?}: unknown unit; use ms, s, m, h or d")),
-    };
-    // Longer than i64 milliseconds is still "longer than any log".
-    Ok(n.saturating_mul(ms))
 }
 
 /// A timeout: a duration above zero, as `--horizon` takes them.
@@ -641,16 +619,6 @@ mod tests {
             .is_err()
         );
         assert_eq!(cluster_timeout(None).as_secs(), 30 * 60);
-    }
-
-    #[test]
-    fn horizons_past_i64_milliseconds_are_the_longest_one() {
-        assert_eq!(parse_horizon("9999999999999999d"), Ok(i64::MAX));
-        assert_eq!(parse_horizon("99999999999999999999999s"), Ok(i64::MAX));
-        assert_eq!(parse_horizon("P99999999999999D"), Ok(i64::MAX));
-        assert_eq!(parse_horizon("90s"), Ok(90_000));
-        assert!(parse_horizon("d").is_err());
-        assert!(parse_horizon("-5m").is_err());
     }
 
     #[test]

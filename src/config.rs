@@ -40,12 +40,12 @@
 //! with what it set; every report format states it too.
 
 use crate::cli::Cli;
-use crate::finding::Severity;
-use crate::ingest::inputs::shown_path;
-use crate::report::Configuration;
-use crate::rules::catalog::RuleOverride;
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, CommandFactory, Parser};
+use hvaudit::finding::Severity;
+use hvaudit::ingest::inputs::shown_path;
+use hvaudit::report::Configuration;
+use hvaudit::rules::catalog::RuleOverride;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -310,7 +310,7 @@ fn input_dirs(inputs: &[PathBuf]) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     for p in inputs {
         let text = p.to_string_lossy();
-        if text == "-" || crate::ingest::remote::is_url(&text) {
+        if text == "-" || hvaudit::ingest::remote::is_url(&text) {
             continue;
         }
         let dir = match std::fs::metadata(p) {
@@ -630,7 +630,7 @@ mod tests {
         assert_eq!(a.fail_on.0, Some(Severity::Low));
         assert_eq!(
             a.format,
-            crate::report::Format::Json,
+            hvaudit::report::Format::Json,
             "the command line wins"
         );
         assert!(a.input.allow_empty);

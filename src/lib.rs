@@ -6,11 +6,8 @@
 //! `cluster` runs the same SQL on a Ballista cluster (feature `cluster`).
 
 pub mod audit;
-pub mod cli;
 #[cfg(feature = "cluster")]
 pub mod cluster;
-pub mod commands;
-pub mod config;
 pub mod engine;
 pub mod escape;
 pub mod finding;

@@ -1,10 +1,18 @@
-//! hvaudit command line: parse, run one subcommand, map the outcome to an
-//! exit code (0 clean, 1 findings at or above --fail-on, 2 usage or input
-//! error).
+//! The hvaudit binary: parse the command line and the configuration file
+//! (`cli`, `config`), set the process up (the allocator's page purging,
+//! the object stores' endpoint), run one subcommand (`commands`, a file
+//! each, over the hvaudit library), and map the outcome to an exit code
+//! (0 clean, 1 findings at or above --fail-on, 2 usage or input error).
+//!
+//! These three modules are the binary's own, not the library's: the
+//! compiler then reports whatever in them nothing uses.
 
-use hvaudit::cli::Command;
-use hvaudit::commands;
+use cli::Command;
 use std::process::ExitCode;
+
+mod cli;
+mod commands;
+mod config;
 
 // Arrow allocates many large buffers; mimalloc reuses freed pages instead of
 // returning them to the kernel and faulting fresh zeroed ones back in. It is
@@ -19,10 +27,10 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 fn main() -> ExitCode {
     hvaudit::progress::start_clock();
-    let (cli, config) = match hvaudit::config::parse_command_line(std::env::args_os()) {
+    let (cli, config) = match config::parse_command_line(std::env::args_os()) {
         Ok(parsed) => parsed,
-        Err(hvaudit::config::ArgsError::Clap(e)) => e.exit(),
-        Err(hvaudit::config::ArgsError::Config(e)) => {
+        Err(config::ArgsError::Clap(e)) => e.exit(),
+        Err(config::ArgsError::Config(e)) => {
             eprintln!("hvaudit: {e}");
             return ExitCode::from(2);
         }

@@ -226,7 +226,7 @@ fn apply_options(cfg: &mut AuditConfig, words: &str) -> Result<(), String> {
                     }
                 }
             }
-            "--horizon" => cfg.horizon_ms = Some(crate::cli::parse_horizon(value()?)?),
+            "--horizon" => cfg.horizon_ms = Some(parse_horizon(value()?)?),
             "--decision-types" => {
                 cfg.decision_types = Some(value()?.split(',').map(str::to_string).collect())
             }
@@ -262,6 +262,32 @@ pub fn findings_text(report: &Report, rule: &str) -> String {
     out
 }
 
+/// Durations as `--horizon` takes them, on the command line and in a
+/// case's options: ISO 8601 (PT5M) or short forms (90s, 5m, 2h, 1d, 500ms).
+pub fn parse_horizon(s: &str) -> Result<i64, String> {
+    let t = s.trim();
+    if t.starts_with(['P', 'p']) {
+        return crate::ingest::time::parse_duration_ms(t);
+    }
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    if num.is_empty() {
+        return Err(format!("{s:?} is not a duration; use e.g. 5m or PT5M"));
+    }
+    // All digits: only too many of them fail to parse, longer than any log.
+    let n: i64 = num.parse().unwrap_or(i64::MAX);
+    let ms = match unit {
+        "ms" => 1,
+        "s" | "" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(format!("{s:?}: unknown unit; use ms, s, m, h or d")),
+    };
+    // Longer than i64 milliseconds is still "longer than any log".
+    Ok(n.saturating_mul(ms))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,5 +308,15 @@ mod tests {
         assert!(bad.contains("unknown option --rules"), "{bad}");
         let bad = apply_options(&mut AuditConfig::default(), "--spec").unwrap_err();
         assert!(bad.contains("needs a value"), "{bad}");
+    }
+
+    #[test]
+    fn horizons_past_i64_milliseconds_are_the_longest_one() {
+        assert_eq!(parse_horizon("9999999999999999d"), Ok(i64::MAX));
+        assert_eq!(parse_horizon("99999999999999999999999s"), Ok(i64::MAX));
+        assert_eq!(parse_horizon("P99999999999999D"), Ok(i64::MAX));
+        assert_eq!(parse_horizon("90s"), Ok(90_000));
+        assert!(parse_horizon("d").is_err());
+        assert!(parse_horizon("-5m").is_err());
     }
 }

@@ -1,17 +1,17 @@
 //! `hvaudit audit`: ingest, run the rules, render the report.
 
-use crate::audit::{Audit, AuditConfig, Mode};
 use crate::cli::AuditArgs;
 use crate::config::Config;
-use crate::gate::{GateOptions, baseline::Baseline, suppressions::Suppressions};
-use crate::ingest::inputs;
-use crate::output::write_output;
-use crate::report;
-use crate::rules::catalog::Catalog;
+use hvaudit::audit::{Audit, AuditConfig, Mode};
+use hvaudit::gate::{GateOptions, baseline::Baseline, suppressions::Suppressions};
+use hvaudit::ingest::inputs;
+use hvaudit::output::write_output;
+use hvaudit::report;
+use hvaudit::rules::catalog::Catalog;
 
 pub fn run(args: AuditArgs, config: &Config, quiet: bool) -> anyhow::Result<u8> {
     // An interrupt removes the report's temp file (see signals.rs).
-    crate::signals::install();
+    hvaudit::signals::install();
     let cfg = AuditConfig {
         inputs: args.input.paths.clone(),
         spec: args.spec.into(),
@@ -30,7 +30,7 @@ pub fn run(args: AuditArgs, config: &Config, quiet: bool) -> anyhow::Result<u8> 
         progress: !quiet,
     };
     if args.format == report::Format::Parquet {
-        crate::output::refuse_binary_to_terminal(args.output.as_deref())?;
+        hvaudit::output::refuse_binary_to_terminal(args.output.as_deref())?;
     }
     let audit = Audit::new(cfg).reading(super::reading_options(
         &args.input,
@@ -56,8 +56,8 @@ pub fn run(args: AuditArgs, config: &Config, quiet: bool) -> anyhow::Result<u8> 
         && (args.in_place || args.cluster.is_some())
     {
         // The loaded path checks when it expands the inputs.
-        let (found, _) = crate::ingest::inputs::expand(&cfg.inputs, true)?;
-        crate::output::refuse_inputs(&[("-o", out)], &found)?;
+        let (found, _) = hvaudit::ingest::inputs::expand(&cfg.inputs, true)?;
+        hvaudit::output::refuse_inputs(&[("-o", out)], &found)?;
     }
     if args.in_place {
         super::report_stale(&cfg.spill_dir_or_default(), quiet, false);
@@ -80,7 +80,7 @@ pub fn run(args: AuditArgs, config: &Config, quiet: bool) -> anyhow::Result<u8> 
             }
         }
     };
-    crate::gate::apply(&mut report, gate_options);
+    hvaudit::gate::apply(&mut report, gate_options);
     for (rule, error) in &report.rule_errors {
         eprintln!("hvaudit: rule {rule} failed: {error}");
     }
@@ -112,7 +112,7 @@ pub fn run(args: AuditArgs, config: &Config, quiet: bool) -> anyhow::Result<u8> 
         );
         return Ok(2);
     }
-    let (expired, unused) = crate::gate::stale_entries(&report);
+    let (expired, unused) = hvaudit::gate::stale_entries(&report);
     for e in &expired {
         eprintln!(
             "hvaudit: suppression entry {} ({}) expired on {}: it suppresses nothing now",
@@ -145,7 +145,7 @@ fn audit_spilled(
     skipped: Vec<inputs::Skipped>,
     how: super::TooLarge,
     quiet: bool,
-) -> anyhow::Result<crate::Report> {
+) -> anyhow::Result<hvaudit::Report> {
     let on_disk = super::read_to_disk(found, skipped, &how, quiet, "auditing it there")?;
     let in_place = AuditConfig {
         inputs: vec![on_disk.tables.clone()],
@@ -160,16 +160,16 @@ fn audit_spilled(
             .ingested
             .skipped
             .iter()
-            .map(crate::audit::skipped_input),
+            .map(hvaudit::audit::skipped_input),
     );
     Ok(report)
 }
 
 /// The gate's lines of the stderr summary: suppressed, new, absent.
-fn gate_summary(report: &crate::Report) -> String {
+fn gate_summary(report: &hvaudit::Report) -> String {
     let mut out = String::new();
     if let Some(s) = &report.gate.suppressions {
-        let (expired, unused) = crate::gate::stale_entries(report);
+        let (expired, unused) = hvaudit::gate::stale_entries(report);
         out.push_str(&format!(
             "hvaudit: {} finding(s) suppressed by {} ({} entries, {} expired, {} unused)\n",
             report.suppressed(),
@@ -198,10 +198,10 @@ fn on_cluster(
     url: &str,
     timeout: Option<std::time::Duration>,
     quiet: bool,
-) -> anyhow::Result<crate::Report> {
+) -> anyhow::Result<hvaudit::Report> {
     let timeout = crate::cli::cluster_timeout(timeout);
     // The views' directories that interrupted runs (and their jobs) left.
-    if let Ok(dir) = crate::audit::cluster_scratch_parent(audit.config()) {
+    if let Ok(dir) = hvaudit::audit::cluster_scratch_parent(audit.config()) {
         super::report_stale(&dir, quiet, false);
     }
     let url = url.to_string();
@@ -212,7 +212,7 @@ fn on_cluster(
         })
         .run_with(catalog)?;
     if !quiet {
-        let total = crate::InputSummary::total(&report.inputs);
+        let total = hvaudit::InputSummary::total(&report.inputs);
         eprintln!(
             "hvaudit: on {url}: {} Parquet file(s), {} events, {} bad lines",
             report.inputs.len(),
@@ -230,7 +230,7 @@ fn on_cluster(
     url: &str,
     _: Option<std::time::Duration>,
     _: bool,
-) -> anyhow::Result<crate::Report> {
+) -> anyhow::Result<hvaudit::Report> {
     anyhow::bail!(
         "--cluster {url}: this build has no cluster support; rebuild with the `cluster` feature"
     )

@@ -2,7 +2,7 @@
 //! JSON functions added (see cluster.rs).
 
 use crate::cli::{ExecutorArgs, SchedulerArgs};
-use crate::cluster::{self, ExecutorOptions};
+use hvaudit::cluster::{self, ExecutorOptions};
 
 pub fn scheduler(args: SchedulerArgs) -> anyhow::Result<u8> {
     init_logging();
@@ -37,6 +37,6 @@ fn init_logging() {
 }
 
 fn serve(server: impl std::future::Future<Output = anyhow::Result<()>>) -> anyhow::Result<u8> {
-    crate::audit::block_on(server)?;
+    hvaudit::audit::block_on(server)?;
     Ok(0)
 }

@@ -9,14 +9,16 @@
 //! and renamed only when all of them are complete.
 
 use crate::cli::ConvertArgs;
-use crate::ingest::parquet::{RUN_KEY, TABLE_KEY};
-use crate::ingest::schema::{BAD_LINES, EVENTS, EVIDENCE, LAYOUT_KEY, LAYOUT_VERSION, events_col};
-use crate::ingest::time::day_of_us;
 use datafusion::arrow::array::{Int64Array, RecordBatch, UInt32Array};
 use datafusion::arrow::compute::take_record_batch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::file::metadata::KeyValue;
+use hvaudit::ingest::parquet::{RUN_KEY, TABLE_KEY};
+use hvaudit::ingest::schema::{
+    BAD_LINES, EVENTS, EVIDENCE, LAYOUT_KEY, LAYOUT_VERSION, events_col,
+};
+use hvaudit::ingest::time::day_of_us;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -24,7 +26,7 @@ use std::path::{Path, PathBuf};
 const ROW_GROUP_ROWS: usize = 128 * 1024;
 
 pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
-    crate::signals::install();
+    hvaudit::signals::install();
     let out = &args.output;
     let single = out.extension().is_some_and(|x| x == "parquet");
     let out_dir = if single {
@@ -37,10 +39,10 @@ pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
     };
     // An output that is an input is refused before anything is made.
     let (found, skipped) =
-        crate::ingest::inputs::expand(&args.input.paths, args.input.allow_empty)?;
+        hvaudit::ingest::inputs::expand(&args.input.paths, args.input.allow_empty)?;
     let remote = is_object_url(out);
     if !remote {
-        crate::output::refuse_inputs(&[("-o", out.as_path())], &found)?;
+        hvaudit::output::refuse_inputs(&[("-o", out.as_path())], &found)?;
         std::fs::create_dir_all(&out_dir).map_err(|e| {
             anyhow::anyhow!(
                 "cannot create {}: {e}; pass a writable directory or a FILE.parquet",
@@ -109,7 +111,7 @@ pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
 /// or a FILE.parquet when `single`), spilled rows read back a group at a
 /// time; how many files. Nothing is in place until every file is complete.
 pub(super) fn write_tables(
-    ingested: &mut crate::ingest::Ingested,
+    ingested: &mut hvaudit::ingest::Ingested,
     out: &Path,
     single: bool,
     shard: u16,
@@ -160,7 +162,7 @@ pub(super) fn write_tables(
     };
     for group in std::mem::take(&mut ingested.spilled) {
         let events = group.load().map_err(spill_failure)?;
-        let evidence = crate::ingest::evidence::explode(&events);
+        let evidence = hvaudit::ingest::evidence::explode(&events);
         write_events(&mut files, vec![events])?;
         write_evidence(&mut files, vec![evidence])?;
     }
@@ -195,7 +197,7 @@ pub(super) fn write_tables(
         std::fs::remove_file(&path).map_err(|e| {
             anyhow::anyhow!(
                 "cannot remove {}, which an earlier run left: {e}; remove it by hand",
-                crate::ingest::inputs::shown_path(&path)
+                hvaudit::ingest::inputs::shown_path(&path)
             )
         })?;
     }
@@ -205,8 +207,8 @@ pub(super) fn write_tables(
 /// A regular file (not a link or anything else) that `convert` wrote.
 fn is_convert_file(path: &Path) -> bool {
     path.symlink_metadata().is_ok_and(|m| m.is_file())
-        && crate::ingest::inputs::expand(&[path.to_path_buf()], true).is_ok_and(|(found, _)| {
-            matches!(found.as_slice(), [file] if crate::ingest::parquet::describe_own(file).is_ok())
+        && hvaudit::ingest::inputs::expand(&[path.to_path_buf()], true).is_ok_and(|(found, _)| {
+            matches!(found.as_slice(), [file] if hvaudit::ingest::parquet::describe_own(file).is_ok())
         })
 }
 
@@ -221,7 +223,7 @@ struct Files {
 
 struct Open {
     /// The local temp file (None for an object, which is an upload).
-    temp: Option<crate::signals::Temp>,
+    temp: Option<hvaudit::signals::Temp>,
     writer: ArrowWriter<Sink>,
     /// When it last got rows (in `Files::writes`).
     last: u64,
@@ -259,7 +261,7 @@ impl Files {
                 let url = path.to_str().expect("a URL given as text");
                 (
                     None,
-                    Sink::Object(crate::ingest::remote::ObjectWriter::create(url)?),
+                    Sink::Object(hvaudit::ingest::remote::ObjectWriter::create(url)?),
                 )
             } else {
                 let dir = path
@@ -268,11 +270,11 @@ impl Files {
                     .unwrap_or(Path::new("."));
                 std::fs::create_dir_all(dir)?;
                 // Registered: an interrupt removes it (see signals.rs).
-                let tmp = crate::signals::temp_in(dir)?;
+                let tmp = hvaudit::signals::temp_in(dir)?;
                 let file = tmp.reopen()?;
                 (Some(tmp), Sink::File(file))
             };
-            let props = crate::output::parquet_properties()
+            let props = hvaudit::output::parquet_properties()
                 .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
                 .set_key_value_metadata(Some(vec![
                     KeyValue::new(LAYOUT_KEY.into(), LAYOUT_VERSION.to_string()),
@@ -328,7 +330,7 @@ impl Files {
         // is aborted), so an error above leaves nothing behind; only a
         // complete set is renamed into place or completed. An interrupt
         // during the renames waits for them (see signals.rs).
-        crate::signals::persist_all(temps.into_iter().zip(paths.iter().map(PathBuf::as_path)))?;
+        hvaudit::signals::persist_all(temps.into_iter().zip(paths.iter().map(PathBuf::as_path)))?;
         for upload in uploads {
             upload.finish()?;
         }
@@ -339,7 +341,7 @@ impl Files {
 /// Where a Parquet file's bytes go: a local temp file, or an object upload.
 enum Sink {
     File(std::fs::File),
-    Object(crate::ingest::remote::ObjectWriter),
+    Object(hvaudit::ingest::remote::ObjectWriter),
 }
 
 impl std::io::Write for Sink {
@@ -360,7 +362,7 @@ impl std::io::Write for Sink {
 
 /// Whether `-o` names an object (`s3://bucket/prefix/`) rather than a path.
 fn is_object_url(path: &Path) -> bool {
-    path.to_str().is_some_and(crate::ingest::remote::is_url)
+    path.to_str().is_some_and(hvaudit::ingest::remote::is_url)
 }
 
 /// The lock file of a shard's runs in a directory: a dot-file, which
@@ -385,7 +387,7 @@ fn lock_shard(out: &Path, shard: u16) -> anyhow::Result<std::fs::File> {
         .map_err(|e| {
             anyhow::anyhow!(
                 "cannot make the lock file {}: {e}; pass a writable directory",
-                crate::ingest::inputs::shown_path(&path)
+                hvaudit::ingest::inputs::shown_path(&path)
             )
         })?;
     match file.try_lock() {
@@ -398,7 +400,7 @@ fn lock_shard(out: &Path, shard: u16) -> anyhow::Result<std::fs::File> {
         Err(std::fs::TryLockError::Error(e)) => Err(anyhow::anyhow!(
             "cannot lock {}: {e}; write to a local directory, or one whose filesystem supports \
              locks",
-            crate::ingest::inputs::shown_path(&path)
+            hvaudit::ingest::inputs::shown_path(&path)
         )),
     }
 }
@@ -418,7 +420,7 @@ fn refuse_same_shard(out: &Path, shard: u16) -> anyhow::Result<()> {
         (first, first | ((1 << SHARD_SHIFT) - 1)),
         this_run,
     ));
-    if crate::ingest::parquet::check_seqs_disjoint(&ranges).is_err() {
+    if hvaudit::ingest::parquet::check_seqs_disjoint(&ranges).is_err() {
         return Err(same_shard(out, shard, &in_use));
     }
     Ok(())
@@ -432,17 +434,17 @@ type Runs = (
 );
 
 fn runs_in(out: &Path) -> anyhow::Result<Runs> {
-    use crate::ingest::inputs::Format;
-    use crate::ingest::parquet::{OwnTable, describe_own};
+    use hvaudit::ingest::inputs::Format;
+    use hvaudit::ingest::parquet::{OwnTable, describe_own};
     let found = if is_object_url(out) {
         // A prefix with no object yet holds no run.
-        match crate::ingest::inputs::expand(&[out.to_path_buf()], true) {
+        match hvaudit::ingest::inputs::expand(&[out.to_path_buf()], true) {
             Ok((found, _)) => found,
-            Err(crate::ingest::inputs::InputError::RemoteMissing { .. }) => Vec::new(),
+            Err(hvaudit::ingest::inputs::InputError::RemoteMissing { .. }) => Vec::new(),
             Err(e) => return Err(e.into()),
         }
     } else if out.is_dir() {
-        crate::ingest::inputs::expand(&[out.to_path_buf()], true)?.0
+        hvaudit::ingest::inputs::expand(&[out.to_path_buf()], true)?.0
     } else {
         Vec::new()
     };
@@ -471,7 +473,7 @@ fn same_shard(out: &Path, shard: u16, in_use: &std::collections::BTreeSet<i64>) 
         "{} already holds a convert run of --shard {shard}: a second run of one shard repeats \
          its seqs, and audit, sql and a cluster refuse the directory; write to a new \
          directory, or give this run a shard not in use there (--shard N, 0..2047; in use: {})",
-        crate::ingest::inputs::shown_path(out),
+        hvaudit::ingest::inputs::shown_path(out),
         in_use.join(", ")
     )
 }

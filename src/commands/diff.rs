@@ -3,9 +3,9 @@
 //! matches them.
 
 use crate::cli::{DiffArgs, DiffFormat};
-use crate::finding::{BaselineState, Finding};
-use crate::gate::baseline::{Baseline, classify};
-use crate::output::write_output;
+use hvaudit::finding::{BaselineState, Finding};
+use hvaudit::gate::baseline::{Baseline, classify};
+use hvaudit::output::write_output;
 use serde::Serialize;
 use std::io::Write;
 
@@ -70,7 +70,7 @@ pub fn run(args: DiffArgs) -> anyhow::Result<u8> {
 }
 
 fn text(d: &Diff, w: &mut dyn Write) -> anyhow::Result<()> {
-    use crate::report::clean;
+    use hvaudit::escape::visible as clean;
     writeln!(w, "{} -> {}", clean(d.old), clean(d.new))?;
     writeln!(
         w,

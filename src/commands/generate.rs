@@ -3,8 +3,8 @@
 //! takes.
 
 use crate::cli::Cli;
-use crate::output::{to_stdout, write_output};
 use clap::CommandFactory;
+use hvaudit::output::{to_stdout, write_output};
 use std::path::{Path, PathBuf};
 
 /// The completion script for `shell` on standard output.
@@ -38,7 +38,7 @@ fn man_pages(cmd: &clap::Command, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     if !dir.is_dir() {
         anyhow::bail!(
             "--dir {}: not a directory; create it first",
-            crate::ingest::inputs::shown_path(dir)
+            hvaudit::ingest::inputs::shown_path(dir)
         );
     }
     let mut written = Vec::new();

@@ -17,8 +17,8 @@ mod sql_statement;
 pub mod synth;
 
 use crate::cli::InputArgs;
-use crate::ingest::{IngestFailure, IngestOptions, Ingested, ingest_inputs_into, inputs};
-use crate::output::{Output, refuse_inputs};
+use hvaudit::ingest::{IngestFailure, IngestOptions, Ingested, ingest_inputs_into, inputs};
+use hvaudit::output::{Output, refuse_inputs};
 use std::path::Path;
 
 /// Rejected lines listed per input by default (the rest are counted).
@@ -103,7 +103,7 @@ pub struct OnDisk {
     pub ingested: Ingested,
     /// `convert`'s layout of the tables, in the scratch directory.
     pub tables: std::path::PathBuf,
-    _scratch: crate::signals::TempDir,
+    _scratch: hvaudit::signals::TempDir,
 }
 
 /// Read `found` with its rows spilled and write it as `convert` does into
@@ -122,7 +122,7 @@ pub fn read_to_disk(
         .clone()
         .unwrap_or_else(std::env::temp_dir);
     report_stale(&parent, quiet, false);
-    let scratch = crate::signals::temp_dir_in(&parent).map_err(|e| {
+    let scratch = hvaudit::signals::temp_dir_in(&parent).map_err(|e| {
         anyhow::anyhow!(
             "cannot make a scratch directory in {}: {e}; choose another with --spill-dir",
             inputs::shown_path(&parent)
@@ -158,7 +158,7 @@ pub fn read_to_disk(
     )?;
     let tables = scratch.path().join("tables");
     std::fs::create_dir_all(&tables)?;
-    let spinner = crate::progress::phase_spinner(quiet, "spilling: writing the rows as Parquet");
+    let spinner = hvaudit::progress::phase_spinner(quiet, "spilling: writing the rows as Parquet");
     convert::write_tables(&mut ingested, &tables, false, 0)?;
     drop(spinner);
     Ok(OnDisk {
@@ -188,32 +188,6 @@ pub fn table_estimate(inputs: &[inputs::Input]) -> Option<u64> {
     })
 }
 
-/// Read the inputs named on the command line, with the shared options.
-/// `outputs` are the command's output files (option, path): none may be
-/// one of the inputs. `max_bad_default` is the command's number of rejected
-/// lines listed per input when `--max-bad-lines` is not given.
-pub fn load(
-    args: &InputArgs,
-    quiet: bool,
-    outputs: &[(&str, &Path)],
-    max_bad_default: usize,
-) -> anyhow::Result<Ingested> {
-    load_with(args, quiet, outputs, max_bad_default, None)
-}
-
-/// As `load`, the event rows spilled to files in `spill` as they are read
-/// when it is given (`Ingested::spilled`).
-pub fn load_with(
-    args: &InputArgs,
-    quiet: bool,
-    outputs: &[(&str, &Path)],
-    max_bad_default: usize,
-    spill: Option<std::path::PathBuf>,
-) -> anyhow::Result<Ingested> {
-    let (found, skipped) = inputs::expand(&args.paths, args.allow_empty)?;
-    load_found(args, found, skipped, quiet, outputs, max_bad_default, spill)
-}
-
 /// `load_found` as `audit` and `sql` load a log that fits: in memory, with
 /// the default number of rejected lines listed.
 pub fn load_held(
@@ -226,7 +200,12 @@ pub fn load_held(
     load_found(args, found, skipped, quiet, outputs, MAX_BAD_LINES, None)
 }
 
-/// As `load_with`, for inputs already expanded.
+/// Read the inputs named on the command line, already expanded, with the
+/// shared options. `outputs` are the command's output files (option,
+/// path): none may be one of the inputs. `max_bad_default` is the command's
+/// number of rejected lines listed per input when `--max-bad-lines` is not
+/// given; the event rows are spilled to files in `spill` as they are read
+/// when it is given (`Ingested::spilled`).
 pub fn load_found(
     args: &InputArgs,
     found: Vec<inputs::Input>,
@@ -282,7 +261,7 @@ pub fn read_found(
         "reading"
     };
     let total = found.iter().map(|i| i.bytes).sum();
-    let bar = crate::progress::ingest_bar(quiet, phase, total, &opts.progress);
+    let bar = hvaudit::progress::ingest_bar(quiet, phase, total, &opts.progress);
     let ingested = ingest_inputs_into(&found, skipped, &opts, bad_out.as_mut().map(Output::writer))
         .map_err(|e| match e {
             IngestFailure::BadLinesOut(e) => {
@@ -314,7 +293,7 @@ pub fn read_found(
 /// The "nothing silently lost" summary: lines = events + redeliveries + bad.
 pub fn accounting(ing: &Ingested) -> String {
     let mut out = String::new();
-    let line = |out: &mut String, i: &crate::InputSummary| {
+    let line = |out: &mut String, i: &hvaudit::InputSummary| {
         let mark = if i.identity_holds() { "" } else { "  MISMATCH" };
         out.push_str(&format!(
             "  {}: {} lines = {} events + {} redeliveries + {} bad lines ({} blank skipped){mark}\n",
@@ -368,7 +347,7 @@ pub fn accounting(ing: &Ingested) -> String {
 /// Remove the temp files a killed run of ours left in `dir` and say so;
 /// with `list_foreign`, list those that another host's run may be writing.
 pub fn report_stale(dir: &Path, quiet: bool, list_foreign: bool) {
-    let stale = crate::signals::sweep_stale(dir);
+    let stale = hvaudit::signals::sweep_stale(dir);
     for p in &stale.removed {
         if !quiet {
             eprintln!(

@@ -1,10 +1,10 @@
 //! `hvaudit replay`: the state of a task's tree (or a session) at an
 //! instant, its timeline and the findings that touch it.
 
-use crate::audit::AuditConfig;
 use crate::cli::ReplayArgs;
-use crate::output::write_output;
-use crate::replay::{ReplayError, ReplayRequest, Scope, Tables, render, replay};
+use hvaudit::audit::AuditConfig;
+use hvaudit::output::write_output;
+use hvaudit::replay::{ReplayError, ReplayRequest, Scope, Tables, render, replay};
 
 pub fn run(args: ReplayArgs, quiet: bool) -> anyhow::Result<u8> {
     let format = args.format;
@@ -27,14 +27,16 @@ pub fn run(args: ReplayArgs, quiet: bool) -> anyhow::Result<u8> {
         args.output.iter().map(|p| ("-o", p.as_path())).collect();
     let request = ReplayRequest { scope, at: args.at };
     let (found, skipped) =
-        crate::ingest::inputs::expand(&args.input.paths, args.input.allow_empty)?;
+        hvaudit::ingest::inputs::expand(&args.input.paths, args.input.allow_empty)?;
     // A log whose table would not fit --memory-limit is replayed from
     // Parquet on disk, as `audit` audits it.
     let replayed = match super::too_large(&args.input, &found, &outputs) {
         Some(how) => {
             let on_disk = super::read_to_disk(found, skipped, &how, quiet, "replaying it there")?;
-            let files =
-                crate::ingest::in_place::scan_inputs(std::slice::from_ref(&on_disk.tables), true)?;
+            let files = hvaudit::ingest::in_place::scan_inputs(
+                std::slice::from_ref(&on_disk.tables),
+                true,
+            )?;
             let cfg = AuditConfig {
                 memory_limit: how.engine_limit(),
                 ..cfg

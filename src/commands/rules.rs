@@ -1,11 +1,11 @@
 //! `hvaudit rules list | explain | lint | test`.
 
-use crate::audit::block_on;
 use crate::cli::{RulesAction, RulesListFormat};
-use crate::engine::{self, EngineOptions, RuleSettings};
-use crate::ingest::Ingested;
-use crate::rule_cases::{self as cases, Outcome};
-use crate::rules::{self, catalog::Catalog};
+use hvaudit::audit::block_on;
+use hvaudit::engine::{self, EngineOptions, RuleSettings};
+use hvaudit::ingest::Ingested;
+use hvaudit::rule_cases::{self as cases, Outcome};
+use hvaudit::rules::{self, catalog::Catalog};
 
 pub fn run(action: RulesAction, config: &crate::config::Config) -> anyhow::Result<u8> {
     match action {
@@ -38,7 +38,7 @@ pub fn run(action: RulesAction, config: &crate::config::Config) -> anyhow::Resul
                     })
                     .collect(),
             };
-            crate::output::to_stdout(|w| Ok(w.write_all(text.as_bytes())?))?;
+            hvaudit::output::to_stdout(|w| Ok(w.write_all(text.as_bytes())?))?;
             Ok(0)
         }
         RulesAction::Explain { id } => {
@@ -94,7 +94,7 @@ fn lint(dir: &std::path::Path) -> anyhow::Result<u8> {
             failed += 1;
         }
         for r in &c.rules {
-            match crate::read_only::plan(&ctx, &r.sql).await {
+            match hvaudit::read_only::plan(&ctx, &r.sql).await {
                 Ok(_) => println!("ok    {} ({})", r.meta.id, r.file),
                 Err(e) => {
                     println!("error: {}: {e}", r.file);

@@ -1,13 +1,13 @@
 //! `hvaudit sql`: ad hoc SQL over the normalized tables.
 
-pub use super::sql_output::{Results, write_batches};
+use super::sql_output::Results;
 use super::sql_statement::{Power, on_time, query, refusal, split_statements};
-use crate::audit::block_on;
 use crate::cli::{SqlArgs, SqlFormat};
-use crate::engine::{self, EngineOptions, RuleSettings};
-use crate::output::{Output, refuse_inputs};
-use crate::rules::{self, catalog::Catalog};
 use datafusion::prelude::SessionContext;
+use hvaudit::audit::block_on;
+use hvaudit::engine::{self, EngineOptions, RuleSettings};
+use hvaudit::output::{Output, refuse_inputs};
+use hvaudit::rules::{self, catalog::Catalog};
 use std::path::Path;
 
 pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
@@ -41,7 +41,7 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
                 "--format parquet writes a file, not a prompt: give the query with -e or -f, and -o FILE"
             );
         }
-        crate::output::refuse_binary_to_terminal(args.output.as_deref())?;
+        hvaudit::output::refuse_binary_to_terminal(args.output.as_deref())?;
     }
     let outputs: Vec<(&str, &Path)> = args.output.iter().map(|p| ("-o", p.as_path())).collect();
     if let (Some(out), Some(file)) = (&args.output, &args.file)
@@ -49,12 +49,12 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
     {
         anyhow::bail!(
             "-o {} is the query file; writing it would destroy the queries; choose another output path",
-            crate::ingest::inputs::shown_path(out)
+            hvaudit::ingest::inputs::shown_path(out)
         );
     }
     if !outputs.is_empty() && (args.in_place || args.cluster.is_some()) {
         // The loaded path checks when it expands the inputs.
-        let (found, _) = crate::ingest::inputs::expand(&args.input.paths, true)?;
+        let (found, _) = hvaudit::ingest::inputs::expand(&args.input.paths, true)?;
         refuse_inputs(&outputs, &found)?;
     }
     let cluster = args.cluster.clone();
@@ -82,17 +82,17 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
                 .await?
             }
             None if args.in_place => {
-                let files = crate::ingest::in_place::scan_inputs(
+                let files = hvaudit::ingest::in_place::scan_inputs(
                     &args.input.paths,
                     args.input.allow_empty,
                 )?;
                 let ctx = local(given)?;
-                crate::ingest::in_place::register_tables(&ctx, &files).await?;
+                hvaudit::ingest::in_place::register_tables(&ctx, &files).await?;
                 ctx
             }
             None => {
                 let (found, skipped) =
-                    crate::ingest::inputs::expand(&args.input.paths, args.input.allow_empty)?;
+                    hvaudit::ingest::inputs::expand(&args.input.paths, args.input.allow_empty)?;
                 match super::too_large(&args.input, &found, &outputs) {
                     // Read into Parquet on disk and queried there; the
                     // scratch directory lives as long as the session.
@@ -100,11 +100,11 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
                         let ctx = local(how.engine_limit())?;
                         let disk =
                             super::read_to_disk(found, skipped, &how, quiet, "querying it there")?;
-                        let files = crate::ingest::in_place::scan_inputs(
+                        let files = hvaudit::ingest::in_place::scan_inputs(
                             std::slice::from_ref(&disk.tables),
                             true,
                         )?;
-                        crate::ingest::in_place::register_tables(&ctx, &files).await?;
+                        hvaudit::ingest::in_place::register_tables(&ctx, &files).await?;
                         on_disk = Some(disk);
                         ctx
                     }
@@ -174,7 +174,7 @@ async fn run_script(
     let to_stdout = path.as_os_str() == "-";
     let filled = async {
         for stmt in &statements {
-            if to_stdout && crate::output::stdout_closed() {
+            if to_stdout && hvaudit::output::stdout_closed() {
                 break; // the reader went away (`| head`)
             }
             let batches = on_time(limit, query(ctx, stmt, power)).await?;
@@ -201,9 +201,9 @@ async fn cluster_session(
     paths: &[std::path::PathBuf],
     allow_empty: bool,
 ) -> anyhow::Result<SessionContext> {
-    let files = crate::cluster::scan_inputs(paths, allow_empty)?;
-    let ctx = crate::cluster::connect(url).await?;
-    crate::cluster::register_tables(&ctx, &files).await?;
+    let files = hvaudit::cluster::scan_inputs(paths, allow_empty)?;
+    let ctx = hvaudit::cluster::connect(url).await?;
+    hvaudit::cluster::register_tables(&ctx, &files).await?;
     Ok(ctx)
 }
 

@@ -164,7 +164,7 @@ pub fn write_batches(
 /// output it can own, and the result is held in memory already.
 fn parquet_file(schema: SchemaRef, batches: &[RecordBatch]) -> anyhow::Result<Vec<u8>> {
     use datafusion::parquet::arrow::ArrowWriter;
-    let props = crate::output::parquet_properties().build();
+    let props = hvaudit::output::parquet_properties().build();
     let mut w = ArrowWriter::try_new(Vec::new(), schema, Some(props))?;
     for b in batches {
         w.write(b)?;
@@ -289,7 +289,7 @@ fn is_text(t: &DataType) -> bool {
 /// Log values shown in a terminal: controls and invisible characters escaped.
 fn shown(text: &StringArray) -> StringArray {
     text.iter()
-        .map(|v| v.map(|v| crate::escape::visible(v).into_owned()))
+        .map(|v| v.map(|v| hvaudit::escape::visible(v).into_owned()))
         .collect()
 }
 

@@ -218,12 +218,12 @@ impl Objects {
             .map(|f| f.name().chars().count())
             .max()
             .unwrap_or(0);
-        let mut out = format!("{} ({what})\n", crate::escape::visible(&o.name));
+        let mut out = format!("{} ({what})\n", hvaudit::escape::visible(&o.name));
         for f in o.schema.fields() {
             let null = if f.is_nullable() { "" } else { " not null" };
             out.push_str(&format!(
                 "  {:<width$}  {}{null}\n",
-                crate::escape::visible(f.name()),
+                hvaudit::escape::visible(f.name()),
                 f.data_type()
             ));
         }
@@ -252,7 +252,7 @@ fn wrap(names: &[&str], width: usize) -> String {
             line = String::from(" ");
         }
         line.push(' ');
-        line.push_str(&crate::escape::visible(n));
+        line.push_str(&hvaudit::escape::visible(n));
     }
     out.push_str(&line);
     out.push('\n');
@@ -489,7 +489,7 @@ pub async fn shell(
             let ran = async {
                 let batches = on_time(limit, query(ctx, &stmt, power)).await?;
                 let mut results = Results::new(format, 1).without_row_note();
-                crate::output::to_stdout(|out| results.write(&batches, out))?;
+                hvaudit::output::to_stdout(|out| results.write(&batches, out))?;
                 let columns = batches.first().is_some_and(|b| b.num_columns() > 0);
                 Ok::<_, anyhow::Error>(
                     columns.then(|| batches.iter().map(|b| b.num_rows()).sum::<usize>()),

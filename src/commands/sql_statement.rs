@@ -62,7 +62,7 @@ pub enum Power {
 /// prompt's order, the rule files' helpers (`instant_text`, ...) expanded.
 fn prepared(sql: &str) -> anyhow::Result<String> {
     let sql = show_tables(sql).unwrap_or_else(|| sql.to_string());
-    crate::rules::helpers::expand(&sql).map_err(|e| anyhow::anyhow!("query failed: {e}"))
+    hvaudit::rules::helpers::expand(&sql).map_err(|e| anyhow::anyhow!("query failed: {e}"))
 }
 
 /// Why `power` refuses the statement `sql`, naming its kind and how to
@@ -71,7 +71,7 @@ pub fn refusal(sql: &str, power: Power) -> Option<String> {
     let Power::ReadOnly { allow } = power else {
         return None;
     };
-    let (_, kind) = crate::read_only::refused_in(&prepared(sql).ok()?)?;
+    let (_, kind) = hvaudit::read_only::refused_in(&prepared(sql).ok()?)?;
     Some(format!(
         "a {kind} statement is refused: it is not a query, and this run takes queries only \
          (SELECT, WITH, VALUES), which cannot write or read files or change the session; {allow}"
@@ -92,7 +92,7 @@ pub async fn query(
     let sql = prepared(sql)?;
     let df = match power {
         Power::Full => ctx.sql(&sql).await,
-        Power::ReadOnly { .. } => crate::read_only::plan(ctx, &sql).await,
+        Power::ReadOnly { .. } => hvaudit::read_only::plan(ctx, &sql).await,
     }
     .map_err(failed)?;
     let schema = std::sync::Arc::new(df.schema().as_arrow().clone());
@@ -109,19 +109,19 @@ pub async fn on_time<T>(
     work: impl std::future::Future<Output = anyhow::Result<T>>,
 ) -> anyhow::Result<T> {
     match limit {
-        Some((url, timeout)) => crate::audit::within(url, timeout, work).await?,
+        Some((url, timeout)) => hvaudit::audit::within(url, timeout, work).await?,
         None => work.await,
     }
 }
 
 pub fn builtin_views() -> BTreeSet<String> {
-    crate::rules::catalog::Catalog::embedded()
+    hvaudit::rules::catalog::Catalog::embedded()
         .map(|c| c.views.into_iter().map(|v| v.name).collect())
         .unwrap_or_default()
 }
 
 pub fn builtin_file(name: &str) -> Option<String> {
-    let c = crate::rules::catalog::Catalog::embedded().ok()?;
+    let c = hvaudit::rules::catalog::Catalog::embedded().ok()?;
     c.views.into_iter().find(|v| v.name == name).map(|v| v.file)
 }
 
@@ -202,7 +202,7 @@ mod tests {
     fn engine_errors_read_as_one_line() {
         let ctx = SessionContext::new();
         let err = |sql: &str| {
-            crate::audit::block_on(async {
+            hvaudit::audit::block_on(async {
                 match ctx.sql(sql).await {
                     Ok(df) => df.collect().await.map(drop),
                     Err(e) => Err(e),

@@ -1,7 +1,7 @@
 //! `hvaudit synth`: a deterministic log with planted violations.
 
 use crate::cli::SynthArgs;
-use crate::output::write_output;
+use hvaudit::output::write_output;
 use hvaudit_synth::{SynthOptions, generate};
 
 pub fn run(args: SynthArgs, quiet: bool) -> anyhow::Result<u8> {

@@ -828,9 +828,7 @@ fn describe<R: ChunkReader + 'static>(
 /// but two runs without distinct `--shard` numbers would. One sweep over
 /// the ranges by start, not every pair (20,000 files are 2 * 10^8 pairs).
 /// The loaded read and `convert` ask it too, so every reader agrees.
-pub(crate) fn check_seqs_disjoint(
-    ranges: &[(Option<String>, (i64, i64), String)],
-) -> anyhow::Result<()> {
+pub fn check_seqs_disjoint(ranges: &[(Option<String>, (i64, i64), String)]) -> anyhow::Result<()> {
     let mut order: Vec<&(Option<String>, (i64, i64), String)> = ranges.iter().collect();
     order.sort_by_key(|(_, (lo, _), _)| *lo);
     // Among the ranges before: the one reaching furthest, and the one
