@@ -4,8 +4,8 @@
 //! keep auditing the rest, and must not let log content into its reports
 //! unescaped. Outputs are atomic, even when the process is interrupted.
 
+use crate::common::hvaudit;
 use crate::ingest::{ev, query, upstream};
-use assert_cmd::Command;
 use hvaudit::audit::{Audit, AuditConfig};
 use hvaudit::ingest::{IngestOptions, Ingested, ingest};
 use hvaudit::options::TokenFormat;
@@ -106,10 +106,6 @@ fn event(ing: &Ingested, id: &str, cols: &str) -> Value {
     let rows = query(ing, &format!("SELECT {cols} FROM events WHERE id = '{id}'"));
     assert_eq!(rows.len(), 1, "event {id}: {rows:?}");
     rows.into_iter().next().unwrap()
-}
-
-fn hvaudit() -> Command {
-    Command::cargo_bin("hvaudit").unwrap()
 }
 
 /// Run the binary; it must not panic and must exit with one of `codes`.

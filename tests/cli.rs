@@ -1,13 +1,9 @@
 //! The command line as users and scripts see it: exit codes, stderr summary,
 //! sql output formats.
 
+use crate::common::hvaudit;
 use crate::ingest::upstream;
-use assert_cmd::Command;
 use predicates::prelude::*;
-
-fn hvaudit() -> Command {
-    Command::cargo_bin("hvaudit").unwrap()
-}
 
 #[test]
 fn sql_answers_over_the_fixtures_in_every_format() {
@@ -116,15 +112,7 @@ fn a_rules_at_once_that_is_not_a_count_is_named_on_stderr() {
     let fx = upstream("harmovela-0.2/fixtures/task-lifecycle.ndjson");
     hvaudit()
         .env("HVAUDIT_RULES_AT_ONCE", "three")
-        .args([
-            "--no-config",
-            "audit",
-            "-q",
-            "--fail-on",
-            "none",
-            "--format",
-            "json",
-        ])
+        .args(["audit", "-q", "--fail-on", "none", "--format", "json"])
         .arg(&fx)
         .assert()
         .success()

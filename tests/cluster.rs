@@ -2,9 +2,8 @@
 //! process on 127.0.0.1) gives the same report as the local audit of the
 //! same Parquet, down to every finding, location and count.
 
-use crate::common::{sql_csv, synth_log};
+use crate::common::{hvaudit, sql_csv, synth_log};
 use crate::forced_plans::{FORCED, audit_json, log_and_parquet};
-use assert_cmd::Command;
 use hvaudit::Report;
 use hvaudit::audit::{Audit, AuditConfig, Mode};
 use std::path::{Path, PathBuf};
@@ -25,8 +24,7 @@ static CLUSTER: LazyLock<(tokio::runtime::Runtime, String)> = LazyLock::new(|| {
 });
 
 fn convert(inputs: &[&Path], out: &Path, shard: u16) {
-    Command::cargo_bin("hvaudit")
-        .unwrap()
+    hvaudit()
         .arg("convert")
         .arg("-q")
         .args(inputs)
@@ -124,7 +122,7 @@ fn an_interrupted_cluster_audit_removes_its_views() {
     let dir = tempfile::tempdir().unwrap();
     let (_, parquet) = log_and_parquet(dir.path(), 33, 60_000);
     let url = &CLUSTER.1;
-    let mut audit = std::process::Command::new(assert_cmd::cargo::cargo_bin("hvaudit"))
+    let mut audit = crate::common::hvaudit_process()
         .args(["audit", "-q", "--format", "json", "--cluster", url])
         .arg(&parquet)
         .env_remove(hvaudit::engine::SETTINGS_VAR)
@@ -236,12 +234,7 @@ fn cluster_usage_errors_exit_2_with_what_to_do() {
     let log = dir.path().join("log.ndjson");
     std::fs::write(&log, synth_log(15, 20_000, 0.0)).unwrap();
     let run = |args: &[&std::ffi::OsStr]| {
-        let output = Command::cargo_bin("hvaudit")
-            .unwrap()
-            .timeout(DEADLINE)
-            .args(args)
-            .output()
-            .unwrap();
+        let output = hvaudit().timeout(DEADLINE).args(args).output().unwrap();
         assert_eq!(output.status.code(), Some(2), "{output:?}");
         String::from_utf8(output.stderr).unwrap()
     };
@@ -320,8 +313,7 @@ fn a_cluster_without_executors_gives_up_at_the_timeout() {
         ],
     ] {
         let started = std::time::Instant::now();
-        let output = Command::cargo_bin("hvaudit")
-            .unwrap()
+        let output = hvaudit()
             .timeout(DEADLINE)
             .args(&args)
             .arg(&out)
@@ -364,7 +356,7 @@ impl ExecutorProcess {
         let work_dir = tempfile::tempdir().unwrap();
         let free = || hvaudit::cluster::free_port().unwrap();
         let (port, grpc_port) = (free(), free());
-        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("hvaudit"))
+        let child = crate::common::hvaudit_process()
             .args(["executor", "--scheduler", scheduler])
             .args(["--bind-host", "127.0.0.1", "--external-host", "127.0.0.1"])
             .args([
@@ -430,7 +422,7 @@ fn audit_with_an_executor_killed(seed: u64, replace: bool) {
     let _survivor = ExecutorProcess::start(&url, 1);
     let mut victim = ExecutorProcess::start(&url, 1);
     let (stdout, stderr) = (dir.path().join("stdout"), dir.path().join("stderr"));
-    let mut audit = std::process::Command::new(assert_cmd::cargo::cargo_bin("hvaudit"))
+    let mut audit = crate::common::hvaudit_process()
         .args(["audit", "-q", "--format", "json", "--cluster", &url])
         .args(["--timeout", "150s"])
         .arg(&parquet)

@@ -2,6 +2,100 @@
 
 use hvaudit::Report;
 use hvaudit::audit::{Audit, AuditConfig};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long one run of the binary may take unless its test says otherwise:
+/// well above the slowest run a test makes, well below a hung CI job.
+pub const TIMEOUT: Duration = Duration::from_secs(300);
+
+/// What a run of the binary keeps of the test's environment: where
+/// programs and temp files are, backtraces and coverage output. Nothing
+/// else reaches it (no `HVAUDIT_*`, `AWS_*`, `COLUMNS`, `RUST_LOG`,
+/// `SOURCE_DATE_EPOCH` from the shell that ran the tests); a test that
+/// needs a variable sets it.
+const KEPT_VARS: [&str; 4] = ["PATH", "TMPDIR", "RUST_BACKTRACE", "LLVM_PROFILE_FILE"];
+
+/// The binary this build of the tests runs.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_hvaudit"))
+}
+
+/// A home directory that does not exist, so that nothing under the user's
+/// own (`~/.aws`, the SQL prompt's history) is read or written.
+pub fn no_home() -> PathBuf {
+    std::env::temp_dir().join("hvaudit-no-home")
+}
+
+/// `program` with the scrubbed environment every run of the binary gets
+/// (`KEPT_VARS`, and `HOME` where nothing is); for a shell or `script`
+/// that runs the binary, as for the binary itself.
+pub fn scrubbed(program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    let mut cmd = std::process::Command::new(program);
+    cmd.env_clear();
+    for name in KEPT_VARS {
+        if let Some(value) = std::env::var_os(name) {
+            cmd.env(name, value);
+        }
+    }
+    cmd.env("HOME", no_home());
+    cmd
+}
+
+/// `hvaudit --no-config`, in the scrubbed environment, for a process the
+/// test starts and watches itself (no timeout: the test ends it).
+pub fn hvaudit_process() -> std::process::Command {
+    let mut cmd = scrubbed(bin());
+    cmd.arg("--no-config");
+    cmd
+}
+
+/// `hvaudit --no-config` in the scrubbed environment, failing the test
+/// when it runs longer than `TIMEOUT`: how the tests run the binary.
+pub fn hvaudit() -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::from_std(hvaudit_process());
+    cmd.timeout(TIMEOUT);
+    cmd
+}
+
+/// `hvaudit` as `hvaudit()` runs it, but reading the configuration as a
+/// user's run does (`--config`, `HVAUDIT_CONFIG`, `./hvaudit.toml`): for
+/// the tests of configuration, which set what they read.
+pub fn hvaudit_reading_config() -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::from_std(scrubbed(bin()));
+    cmd.timeout(TIMEOUT);
+    cmd
+}
+
+/// Whether the tests run as root (the effective user id in
+/// /proc/self/status), whom file modes do not stop.
+pub fn is_root() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let uid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .expect("a Uid line");
+    uid.split_whitespace().nth(1) == Some("0")
+}
+
+/// `hvaudit --no-config` as `hvaudit()` runs it, but bound by file modes:
+/// as root, started through setpriv(1) without the capabilities that let
+/// root read and search past them (so that a mode-000 file is unreadable,
+/// as for any user).
+pub fn hvaudit_bound_by_modes() -> assert_cmd::Command {
+    if !is_root() {
+        return hvaudit();
+    }
+    let caps = "-dac_override,-dac_read_search";
+    let mut cmd = scrubbed("setpriv");
+    cmd.arg(format!("--inh-caps={caps}"))
+        .arg(format!("--bounding-set={caps}"))
+        .arg(bin())
+        .arg("--no-config");
+    let mut cmd = assert_cmd::Command::from_std(cmd);
+    cmd.timeout(TIMEOUT);
+    cmd
+}
 
 /// Write `lines` as one NDJSON file and audit it with the config tweaked.
 pub fn audit_lines(lines: &[String], tweak: impl FnOnce(&mut AuditConfig)) -> Report {
@@ -42,10 +136,8 @@ pub fn synth_log(seed: u64, bytes: u64, redelivery_rate: f64) -> Vec<u8> {
 
 /// `hvaudit sql -q --format csv -e QUERY [EXTRA...] PATH`, which must
 /// succeed within a few minutes; its stdout.
-pub fn sql_csv(query: &str, extra: &[&str], path: &std::path::Path) -> String {
-    let output = assert_cmd::Command::cargo_bin("hvaudit")
-        .unwrap()
-        .timeout(std::time::Duration::from_secs(300))
+pub fn sql_csv(query: &str, extra: &[&str], path: &Path) -> String {
+    let output = hvaudit()
         .args(["sql", "-q", "--format", "csv", "-e", query])
         .args(extra)
         .arg(path)
@@ -56,19 +148,25 @@ pub fn sql_csv(query: &str, extra: &[&str], path: &std::path::Path) -> String {
 }
 
 /// Make a FIFO at `path` (in a temp dir of the test's own).
-pub fn mkfifo(path: &std::path::Path) {
+pub fn mkfifo(path: &Path) {
     let made = std::process::Command::new("mkfifo").arg(path).status();
     assert!(made.is_ok_and(|s| s.success()), "mkfifo {path:?}");
 }
 
 /// Make a character device node at `path` (in a temp dir of the test's
-/// own, never the system's /dev); false when not allowed (not root).
-pub fn mknod_char(path: &std::path::Path, major: u32, minor: u32) -> bool {
-    std::process::Command::new("mknod")
+/// own, never the system's /dev). Only root may: the test fails, saying
+/// so, for anyone else.
+pub fn mknod_char(path: &Path, major: u32, minor: u32) {
+    assert!(
+        is_root(),
+        "this test makes a device node, which needs root (as CI runs); \
+         run it as root or leave it out with --skip"
+    );
+    let made = std::process::Command::new("mknod")
         .arg(path)
         .args(["c", &major.to_string(), &minor.to_string()])
-        .status()
-        .is_ok_and(|s| s.success())
+        .status();
+    assert!(made.is_ok_and(|s| s.success()), "mknod {path:?}");
 }
 
 /// The reasons `sarif` breaks the OASIS SARIF 2.1.0 schema (none: valid).

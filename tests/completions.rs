@@ -1,7 +1,7 @@
 //! `hvaudit completions SHELL` and `hvaudit man`: generated from the clap
 //! definitions, so every command and option the binary takes is in them.
 
-use assert_cmd::Command;
+use crate::common::hvaudit;
 use std::time::Duration;
 
 const SUBCOMMANDS: &[&str] = &[
@@ -18,10 +18,8 @@ const SUBCOMMANDS: &[&str] = &[
 ];
 
 fn hvaudit_stdout(args: &[&str]) -> String {
-    let out = Command::cargo_bin("hvaudit")
-        .unwrap()
+    let out = hvaudit()
         .timeout(Duration::from_secs(60))
-        .arg("--no-config")
         .args(args)
         .output()
         .unwrap();
@@ -87,10 +85,9 @@ fn every_shell_gets_a_script_naming_every_command() {
         }
         assert!(script.contains("max-line-bytes"), "{shell}");
     }
-    let out = Command::cargo_bin("hvaudit")
-        .unwrap()
+    let out = hvaudit()
         .timeout(Duration::from_secs(60))
-        .args(["--no-config", "completions", "tcsh"])
+        .args(["completions", "tcsh"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
@@ -173,10 +170,9 @@ fn man_dir_writes_a_page_per_command_with_its_options() {
     }
     // A file in the way is a usage error, not a directory made up.
     let file = dir.path().join("hvaudit.1");
-    let out = Command::cargo_bin("hvaudit")
-        .unwrap()
+    let out = hvaudit()
         .timeout(Duration::from_secs(60))
-        .args(["--no-config", "man", "--dir"])
+        .args(["man", "--dir"])
         .arg(&file)
         .output()
         .unwrap();

@@ -2,17 +2,11 @@
 //! while the first still writes is refused as one started after it, with
 //! the same message.
 
-use crate::common::mkfifo;
+use crate::common::{hvaudit, hvaudit_process, mkfifo};
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-fn hvaudit() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_hvaudit"));
-    c.args(["--no-config", "-q"]);
-    c
-}
 
 fn sample(name: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -46,8 +40,8 @@ fn two_converts_of_one_shard_at_once_give_one_success_and_one_refusal() {
     mkfifo(&fifo);
     // The first reads a pipe that stays open: it holds the shard while
     // the second starts.
-    let first = hvaudit()
-        .arg("convert")
+    let first = hvaudit_process()
+        .args(["-q", "convert"])
         .arg(&fifo)
         .arg("-o")
         .arg(&out)
@@ -60,7 +54,7 @@ fn two_converts_of_one_shard_at_once_give_one_success_and_one_refusal() {
     pipe.write_all(head).unwrap();
     wait_until_locked(&out.join(".hvaudit.convert-shard-0.lock"));
     let second = hvaudit()
-        .arg("convert")
+        .args(["-q", "convert"])
         .arg(sample("aep-0.1.ndjson"))
         .arg("-o")
         .arg(&out)
@@ -73,7 +67,7 @@ fn two_converts_of_one_shard_at_once_give_one_success_and_one_refusal() {
     assert_eq!(second.status.code(), Some(2), "{second:?}");
     // Started after the first ended, a third gets the very same words.
     let third = hvaudit()
-        .arg("convert")
+        .args(["-q", "convert"])
         .arg(sample("aep-0.1.ndjson"))
         .arg("-o")
         .arg(&out)
@@ -89,7 +83,7 @@ fn two_converts_of_one_shard_at_once_give_one_success_and_one_refusal() {
     // Another shard may fill the directory meanwhile, and the directory
     // audits as the one run it holds per shard.
     let other = hvaudit()
-        .arg("convert")
+        .args(["-q", "convert"])
         .arg(sample("aep-0.1.ndjson"))
         .args(["--shard", "1", "-o"])
         .arg(&out)
@@ -97,7 +91,7 @@ fn two_converts_of_one_shard_at_once_give_one_success_and_one_refusal() {
         .unwrap();
     assert_eq!(other.status.code(), Some(0), "{other:?}");
     let audit = hvaudit()
-        .args(["audit", "--fail-on", "none"])
+        .args(["-q", "audit", "--fail-on", "none"])
         .arg(&out)
         .output()
         .unwrap();
@@ -109,8 +103,8 @@ fn a_killed_convert_leaves_no_lock_behind() {
     let dir = tempfile::tempdir().unwrap();
     let (out, fifo) = (dir.path().join("parquet"), dir.path().join("log.fifo"));
     mkfifo(&fifo);
-    let mut first = hvaudit()
-        .arg("convert")
+    let mut first = hvaudit_process()
+        .args(["-q", "convert"])
         .arg(&fifo)
         .arg("-o")
         .arg(&out)
@@ -124,7 +118,7 @@ fn a_killed_convert_leaves_no_lock_behind() {
     first.wait().unwrap();
     drop(pipe);
     let next = hvaudit()
-        .arg("convert")
+        .args(["-q", "convert"])
         .arg(sample("aep-0.1.ndjson"))
         .arg("-o")
         .arg(&out)

@@ -1,7 +1,7 @@
 //! The documentation the binary points at: docs/rules.md is what the rule
 //! headers say, and every protocol section a rule or view cites exists.
 
-use assert_cmd::Command;
+use crate::common::hvaudit;
 use hvaudit::rules::catalog::Catalog;
 use hvaudit::rules::reference::REGENERATE;
 use std::path::Path;
@@ -13,10 +13,9 @@ fn repo(path: &str) -> String {
 
 #[test]
 fn docs_rules_md_is_written_from_the_rule_headers() {
-    let out = Command::cargo_bin("hvaudit")
-        .unwrap()
+    let out = hvaudit()
         .timeout(std::time::Duration::from_secs(60))
-        .args(["--no-config", "rules", "list", "--format", "md"])
+        .args(["rules", "list", "--format", "md"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -123,10 +122,9 @@ fn section_references_are_read_as_numbers() {
 
 #[test]
 fn rules_explain_names_the_protocol_sections() {
-    let out = Command::cargo_bin("hvaudit")
-        .unwrap()
+    let out = hvaudit()
         .timeout(std::time::Duration::from_secs(60))
-        .args(["--no-config", "rules", "explain", "token.replayed"])
+        .args(["rules", "explain", "token.replayed"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");

@@ -2,18 +2,12 @@
 //! and convert's Parquet and that file read by the tools users have
 //! (polars and DuckDB, from Python) with the counts `hvaudit` gives.
 
-use assert_cmd::Command;
+use crate::common::hvaudit;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-fn hvaudit() -> Command {
-    let mut c = Command::cargo_bin("hvaudit").unwrap();
-    c.timeout(std::time::Duration::from_secs(300));
-    c
-}
 
 fn incident() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/incident")
@@ -168,21 +162,21 @@ fn the_findings_file_holds_the_json_findings_field_for_field() {
 /// `script`), before any work, by `audit` as by `sql`.
 #[test]
 fn parquet_is_refused_to_a_terminal() {
-    let bin = assert_cmd::cargo::cargo_bin("hvaudit");
+    let bin = crate::common::bin();
     let sample = incident();
     for command in [
         format!(
-            "{} audit -q --format parquet {}",
+            "{} --no-config audit -q --format parquet {}",
             bin.display(),
             sample.display()
         ),
         format!(
-            "{} sql -q --format parquet -e 'SELECT 1' {}",
+            "{} --no-config sql -q --format parquet -e 'SELECT 1' {}",
             bin.display(),
             sample.display()
         ),
     ] {
-        let output = std::process::Command::new("script")
+        let output = crate::common::scrubbed("script")
             .args(["-qec", &command, "/dev/null"])
             .stdin(std::process::Stdio::null())
             .output()

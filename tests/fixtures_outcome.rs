@@ -3,8 +3,8 @@
 //! no finding of medium or higher (documented fixture faults aside). Each
 //! fixture is audited on its own, as the authors run them.
 
+use crate::common::hvaudit;
 use crate::ingest::upstream;
-use assert_cmd::Command;
 use hvaudit::Severity;
 use hvaudit::audit::{Audit, AuditConfig};
 
@@ -139,8 +139,7 @@ fn exit_codes_follow_fail_on() {
     let negative = upstream("harmovela-0.2/fixtures/delegation-negative.ndjson");
     let clean = upstream("harmovela-0.2/fixtures/task-lifecycle.ndjson");
     let run = |args: &[&str], path: &std::path::Path| {
-        Command::cargo_bin("hvaudit")
-            .unwrap()
+        hvaudit()
             .arg("audit")
             .arg("-q")
             .args(args)

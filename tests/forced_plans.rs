@@ -5,8 +5,7 @@
 //! settings (`HVAUDIT_SESSION_SETTINGS`) force them, on a loaded log and in
 //! place here, on a cluster in cluster.rs.
 
-use crate::common::synth_log;
-use assert_cmd::Command;
+use crate::common::{hvaudit, synth_log};
 use hvaudit::engine::SETTINGS_VAR;
 use std::ffi::OsStr;
 use std::path::Path;
@@ -37,10 +36,8 @@ const TINY_BATCHES: &str = "datafusion.optimizer.prefer_hash_join=false,\
 /// `hvaudit audit -q --format json ARGS` under `settings` (none: the default
 /// plans); its report, which must be complete (exit 0 or 1, not 2).
 pub fn audit_json(args: &[&OsStr], settings: Option<&str>) -> String {
-    let mut cmd = Command::cargo_bin("hvaudit").unwrap();
-    cmd.timeout(std::time::Duration::from_secs(300))
-        .args(["audit", "-q", "--format", "json"])
-        .args(args);
+    let mut cmd = hvaudit();
+    cmd.args(["audit", "-q", "--format", "json"]).args(args);
     match settings {
         Some(s) => cmd.env(SETTINGS_VAR, s),
         None => cmd.env_remove(SETTINGS_VAR),
@@ -86,8 +83,7 @@ pub fn log_and_parquet(
     bytes.extend_from_slice(b"not json at all\n{\"id\": 5}\n");
     std::fs::write(&log, bytes).unwrap();
     let out = dir.join("parquet");
-    Command::cargo_bin("hvaudit")
-        .unwrap()
+    hvaudit()
         .args(["convert", "-q", "-o"])
         .arg(&out)
         .arg(&log)
@@ -115,8 +111,7 @@ fn a_bad_session_setting_exits_2_naming_the_variable() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log.ndjson");
     std::fs::write(&log, synth_log(23, 5_000, 0.0)).unwrap();
-    let output = Command::cargo_bin("hvaudit")
-        .unwrap()
+    let output = hvaudit()
         .args(["audit", "-q"])
         .arg(&log)
         .env(SETTINGS_VAR, "datafusion.execution.no_such_setting=1")

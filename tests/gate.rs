@@ -1,17 +1,10 @@
 //! The nightly gate: inputs that hold nothing, rule selection, stable
 //! fingerprints, suppressions, baselines, the configuration file, JUnit.
 
-use crate::common::sarif_schema_errors;
-use assert_cmd::Command;
+use crate::common::{hvaudit, hvaudit_reading_config, sarif_schema_errors};
 use predicates::prelude::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-fn hvaudit() -> Command {
-    let mut c = Command::cargo_bin("hvaudit").unwrap();
-    c.timeout(std::time::Duration::from_secs(300));
-    c
-}
 
 fn sample(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -459,7 +452,7 @@ fn the_configuration_file_sets_options_severities_and_rules() {
     )
     .unwrap();
     let run = |args: &[&str]| {
-        let out = hvaudit()
+        let out = hvaudit_reading_config()
             .current_dir(dir.path())
             .args(["audit", "-q"])
             .args(args)
@@ -487,7 +480,7 @@ fn the_configuration_file_sets_options_severities_and_rules() {
     assert_eq!(code, Some(1));
     assert!(out.contains("Verdict: FAILED"), "{out}");
     // `config show` says where each value comes from.
-    hvaudit()
+    hvaudit_reading_config()
         .current_dir(dir.path())
         .args(["config", "show"])
         .assert()
@@ -510,7 +503,7 @@ fn the_configuration_file_sets_options_severities_and_rules() {
         "[audit]\nfail-onn = \"low\"\n",
     )
     .unwrap();
-    hvaudit()
+    hvaudit_reading_config()
         .current_dir(dir.path())
         .args(["audit", "-q"])
         .arg(&log)

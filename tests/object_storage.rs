@@ -3,6 +3,7 @@
 //! these tests, and every command that reads logs pointed at it. A missing
 //! server package fails the tests with what to install, never skips them.
 
+use crate::common::hvaudit;
 use assert_cmd::Command;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as ObjectPath;
@@ -109,14 +110,11 @@ fn upload_dir(dir: &Path, prefix: &str) {
     }
 }
 
-/// hvaudit with the store's credentials and endpoint in its environment,
-/// and no way to reach an instance-metadata service.
-fn hvaudit() -> Command {
-    let mut cmd = Command::cargo_bin("hvaudit").unwrap();
-    cmd.env_remove("AWS_PROFILE")
-        .env("HOME", std::env::temp_dir().join("hvaudit-no-home"))
-        .envs(store_env())
-        .arg("--no-config");
+/// `hvaudit()` with the store's credentials and endpoint in its
+/// environment, and no way to reach an instance-metadata service.
+fn with_store() -> Command {
+    let mut cmd = hvaudit();
+    cmd.envs(store_env());
     cmd
 }
 
@@ -162,7 +160,7 @@ fn mixed_dir(seed: u64) -> tempfile::TempDir {
 /// The JSON report of `args`, with the local directory's name written as
 /// the object prefix it was uploaded to.
 fn report(args: &[&str], local: Option<(&Path, &str)>) -> serde_json::Value {
-    let out = hvaudit()
+    let out = with_store()
         .args(["audit", "-q", "--format", "json", "--fail-on", "none"])
         .args(args)
         .output()
@@ -203,7 +201,7 @@ fn an_s3_prefix_of_mixed_logs_audits_as_the_same_files_on_disk() {
     let query = "SELECT src_file, count(*) AS n, sum(redeliveries) AS r FROM events \
                  GROUP BY src_file ORDER BY src_file";
     let sql = |arg: &str| {
-        let out = hvaudit()
+        let out = with_store()
             .args(["sql", "-q", "--format", "csv", "-e", query, arg])
             .output()
             .unwrap();
@@ -245,21 +243,21 @@ fn convert_to_s3_then_audit_in_place_from_s3_equals_the_local_run() {
     let dir = mixed_dir(9);
     let out = tempfile::tempdir().unwrap();
     let local_parquet = out.path().join("parquet");
-    hvaudit()
+    with_store()
         .args(["convert", "-q", "-o"])
         .arg(&local_parquet)
         .arg(dir.path())
         .assert()
         .success();
     let url = format!("s3://{BUCKET}/converted/");
-    hvaudit()
+    with_store()
         .args(["convert", "-q", "-o", &url])
         .arg(dir.path())
         .assert()
         .success();
     // A second run of the same shard into the prefix is refused, as for a
     // directory.
-    let again = hvaudit()
+    let again = with_store()
         .args(["convert", "-q", "-o", &url])
         .arg(dir.path())
         .output()
@@ -346,7 +344,7 @@ fn each_kind_of_store_error_exits_2_saying_what_to_do() {
         ),
     ];
     for (object, env, words) in cases {
-        let mut cmd = hvaudit();
+        let mut cmd = with_store();
         cmd.args(["audit", object]);
         for (key, value) in env {
             match value {
@@ -371,7 +369,7 @@ fn credentials_come_from_the_profile_files_and_are_never_shown() {
         "[ops]\naws_access_key_id = opskey\naws_secret_access_key = s3cr3t-never-shown\n",
     )
     .unwrap();
-    let out = hvaudit()
+    let out = with_store()
         .env("HOME", home.path())
         .env("AWS_PROFILE", "ops")
         .env_remove("AWS_ACCESS_KEY_ID")
@@ -389,7 +387,7 @@ fn credentials_come_from_the_profile_files_and_are_never_shown() {
         assert!(!String::from_utf8_lossy(text).contains("s3cr3t"));
     }
     // An error names the object, not the secret.
-    let out = hvaudit()
+    let out = with_store()
         .env("AWS_SECRET_ACCESS_KEY", "s3cr3t-never-shown")
         .env("AWS_SKIP_SIGNATURE", "true")
         .args(["audit", "s3://logs/profile/log.ndjson"])
@@ -448,7 +446,7 @@ fn a_single_object_over_http_reads_like_the_file() {
 #[test]
 fn no_path_reads_a_pipe_and_in_place_refuses_a_stream() {
     let sample = sample_log();
-    let piped = hvaudit()
+    let piped = with_store()
         .args(["audit", "-q", "--format", "json", "--fail-on", "none"])
         .write_stdin(std::fs::read(&sample).unwrap())
         .output()
@@ -459,7 +457,7 @@ fn no_path_reads_a_pipe_and_in_place_refuses_a_stream() {
         String::from_utf8_lossy(&piped.stderr)
     );
     let piped: serde_json::Value = serde_json::from_slice(&piped.stdout).unwrap();
-    let dash = hvaudit()
+    let dash = with_store()
         .args(["audit", "-q", "--format", "json", "--fail-on", "none", "-"])
         .write_stdin(std::fs::read(&sample).unwrap())
         .output()
@@ -468,7 +466,7 @@ fn no_path_reads_a_pipe_and_in_place_refuses_a_stream() {
     assert_eq!(findings(&piped), findings(&dash));
     assert!(!findings(&piped).as_array().unwrap().is_empty());
     let err = fails_with(
-        hvaudit()
+        with_store()
             .args(["audit", "--in-place", "-"])
             .write_stdin(std::fs::read(&sample).unwrap()),
         "convert it first",
@@ -481,7 +479,7 @@ fn no_path_reads_a_pipe_and_in_place_refuses_a_stream() {
 fn a_cluster_reads_its_parquet_from_s3() {
     let dir = mixed_dir(10);
     let url = format!("s3://{BUCKET}/for-cluster/");
-    hvaudit()
+    with_store()
         .args(["convert", "-q", "-o", &url])
         .arg(dir.path())
         .assert()
@@ -510,9 +508,8 @@ struct Cluster {
 #[cfg(feature = "cluster")]
 impl Cluster {
     fn start() -> Cluster {
-        let bin = assert_cmd::cargo::cargo_bin("hvaudit");
         let spawn = |args: Vec<String>| {
-            let mut cmd = std::process::Command::new(&bin);
+            let mut cmd = crate::common::hvaudit_process();
             cmd.args(&args)
                 .envs(store_env())
                 .stdout(Stdio::null())

@@ -5,7 +5,7 @@
 //! Logs come from `hvaudit_synth::generate` (planted violations of every
 //! rule, random seed, 50-200 KB). Few cases, so the module stays fast in CI.
 
-use assert_cmd::Command;
+use crate::common::hvaudit;
 use hvaudit::audit::{Audit, AuditConfig};
 use hvaudit::ingest::normalize::{NormalizeOptions, parse_line};
 use hvaudit::ingest::{IngestOptions, ingest};
@@ -218,8 +218,7 @@ proptest! {
         prop_assert_eq!(&findings(vec![path]), &base, "{} redeliveries", redelivered);
 
         let parquet = dir.path().join("parquet");
-        Command::cargo_bin("hvaudit")
-            .unwrap()
+        hvaudit()
             .args(["convert", "-q", "-o"])
             .arg(&parquet)
             .arg(&whole)

@@ -2,6 +2,7 @@
 //! on the bundled incident sample, and on small hand-written logs for the
 //! edge cases (unknown ids, hostile strings, cycles, sessions).
 
+use crate::common::hvaudit;
 use chrono::{DateTime, Utc};
 use hvaudit::audit::AuditConfig;
 use hvaudit::ingest::{IngestOptions, Ingested, ingest};
@@ -425,8 +426,7 @@ fn a_parent_cycle_ends() {
 
 #[test]
 fn cli_exit_codes_and_the_hint() {
-    let out = assert_cmd::Command::cargo_bin("hvaudit")
-        .unwrap()
+    let out = hvaudit()
         .args(["replay", "-q"])
         .arg(sample_dir())
         .args(["--task", "task_nope"])
@@ -439,8 +439,7 @@ fn cli_exit_codes_and_the_hint() {
         "{err}"
     );
 
-    let out = assert_cmd::Command::cargo_bin("hvaudit")
-        .unwrap()
+    let out = hvaudit()
         .args(["replay", "-q"])
         .arg(sample_dir())
         .args([
@@ -462,8 +461,7 @@ fn cli_exit_codes_and_the_hint() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["tasks"][0]["state"], "cancelled");
 
-    let out = assert_cmd::Command::cargo_bin("hvaudit")
-        .unwrap()
+    let out = hvaudit()
         .args(["replay", "-q"])
         .arg(sample_dir())
         .args(["--task", PARENT, "--format", "md"])

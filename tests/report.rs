@@ -1,6 +1,7 @@
 //! Report renderer tests: every format on a hand-built report full of
 //! hostile strings, checked for escaping, shape and determinism.
 
+use crate::common::hvaudit;
 use chrono::{DateTime, TimeZone, Utc};
 use hvaudit::finding::{BaselineState, Suppression, TimelineEntry};
 use hvaudit::report::{
@@ -1033,8 +1034,7 @@ fn cli_html_header_names_the_configuration_file() {
     )
     .unwrap();
     let sample_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/incident");
-    let out = assert_cmd::Command::cargo_bin("hvaudit")
-        .unwrap()
+    let out = crate::common::hvaudit_reading_config()
         .current_dir(dir.path())
         .args(["audit", "-q", "--format", "html"])
         .arg(&sample_dir)
@@ -1058,14 +1058,14 @@ fn cli_html_header_names_the_configuration_file() {
 #[test]
 fn cli_text_fits_the_terminal_it_is_written_to() {
     // A terminal of 72 columns, through util-linux's `script` (a pty).
-    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_hvaudit"));
+    let exe = crate::common::bin();
     let sample_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/incident");
     let line = format!(
-        "stty rows 40 cols 72; {} audit -q {}",
+        "stty rows 40 cols 72; {} --no-config audit -q {}",
         exe.display(),
         sample_dir.display()
     );
-    let out = std::process::Command::new("script")
+    let out = crate::common::scrubbed("script")
         .args(["-qec", &line, "/dev/null"])
         .env_remove("COLUMNS")
         .output()
@@ -1083,7 +1083,7 @@ fn cli_text_fits_the_terminal_it_is_written_to() {
 fn cli_text_fits_columns_and_html_honours_source_date_epoch() {
     let sample_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/incident");
     let audit = |env: &[(&str, &str)], args: &[&str]| {
-        let mut cmd = assert_cmd::Command::cargo_bin("hvaudit").unwrap();
+        let mut cmd = hvaudit();
         cmd.env_remove("COLUMNS").env_remove("SOURCE_DATE_EPOCH");
         for (k, v) in env {
             cmd.env(k, v);

@@ -1,11 +1,10 @@
 //! NDJSON -> Parquet (convert) -> the same events table.
 
+use crate::common::hvaudit;
 use crate::ingest::{query, read, upstream};
-use assert_cmd::Command;
 
 fn convert(src: &std::path::Path, out: &std::path::Path) {
-    Command::cargo_bin("hvaudit")
-        .unwrap()
+    hvaudit()
         .args(["convert", "-q", "-o"])
         .arg(out)
         .arg(src)
@@ -118,8 +117,7 @@ fn parquet_round_trip_keeps_the_accounting_of_redeliveries() {
 /// The JSON report of `hvaudit audit` on `path`, which must run every rule
 /// (exit 0 or 1, never 2).
 fn audit_json(path: &std::path::Path, extra: &[&str]) -> String {
-    let output = Command::cargo_bin("hvaudit")
-        .unwrap()
+    let output = hvaudit()
         .args(["audit", "-q", "--format", "json", "--fail-on", "critical"])
         .args(extra)
         .arg(path)
@@ -179,18 +177,12 @@ fn in_place_audit_and_sql_answer_what_the_loaded_ones_answer() {
         &["audit", "-q", "--in-place"][..],
         &["sql", "-q", "--in-place", "-e", "SELECT 1"],
     ] {
-        let output = Command::cargo_bin("hvaudit")
-            .unwrap()
-            .args(command)
-            .arg(&log)
-            .output()
-            .unwrap();
+        let output = hvaudit().args(command).arg(&log).output().unwrap();
         assert_eq!(output.status.code(), Some(2), "{output:?}");
         assert!(String::from_utf8_lossy(&output.stderr).contains("hvaudit convert"));
     }
     // A spill directory that does not exist is a usage error up front.
-    let output = Command::cargo_bin("hvaudit")
-        .unwrap()
+    let output = hvaudit()
         .args(["audit", "-q", "--in-place", "--spill-dir"])
         .arg(dir.path().join("missing"))
         .arg(&out)
@@ -212,8 +204,7 @@ fn in_place_audit_and_sql_answer_what_the_loaded_ones_answer() {
 fn every_rule_runs_in_place_within_a_small_memory_limit() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log.ndjson");
-    Command::cargo_bin("hvaudit")
-        .unwrap()
+    hvaudit()
         .args(["synth", "-q", "--size", "100M", "--seed", "3", "-o"])
         .arg(&log)
         .assert()
@@ -326,11 +317,7 @@ fn parquet_of_layout_1_gives_the_same_report() {
 
 /// `hvaudit ARGS`: its exit code and stderr.
 fn run(args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
-    let output = Command::cargo_bin("hvaudit")
-        .unwrap()
-        .args(args)
-        .output()
-        .unwrap();
+    let output = hvaudit().args(args).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     (output.status.code(), stderr)
 }

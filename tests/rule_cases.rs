@@ -3,17 +3,13 @@
 //! shows the difference, `--bless` writes what was found, and `rules lint`
 //! reminds of rules without a case.
 
-use assert_cmd::Command;
+use crate::common::hvaudit;
 use hvaudit::rule_cases as cases;
 use hvaudit::rules::catalog::Catalog;
 use std::path::{Path, PathBuf};
 
-fn hvaudit() -> Command {
-    let mut c = Command::cargo_bin("hvaudit").unwrap();
-    c.timeout(std::time::Duration::from_secs(600))
-        .arg("--no-config");
-    c
-}
+/// Every built-in rule's cases are audited one by one.
+const RULES_TEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
 fn queries() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("queries")
@@ -36,6 +32,7 @@ fn every_built_in_rule_has_cases_and_they_pass() {
         assert!(fires, "{id} has no case where it fires");
     }
     let run = hvaudit()
+        .timeout(RULES_TEST_TIMEOUT)
         .args(["rules", "test"])
         .arg(queries())
         .output()
@@ -89,6 +86,7 @@ fn a_case_that_differs_fails_with_a_diff_and_bless_writes_the_findings() {
         "# a task that never ends\nlow custom.unfinished task=\"done\" events=[\"e1\"] lines=[1]\n";
     let dir = user_dir(root.path(), wrong);
     let run = hvaudit()
+        .timeout(RULES_TEST_TIMEOUT)
         .args(["rules", "test"])
         .arg(&dir)
         .output()
@@ -110,6 +108,7 @@ fn a_case_that_differs_fails_with_a_diff_and_bless_writes_the_findings() {
         "{stdout}"
     );
     let bless = hvaudit()
+        .timeout(RULES_TEST_TIMEOUT)
         .args(["rules", "test", "--bless"])
         .arg(&dir)
         .output()
@@ -121,6 +120,7 @@ fn a_case_that_differs_fails_with_a_diff_and_bless_writes_the_findings() {
         "the comments kept, the findings written"
     );
     hvaudit()
+        .timeout(RULES_TEST_TIMEOUT)
         .args(["rules", "test"])
         .arg(&dir)
         .assert()
@@ -128,6 +128,7 @@ fn a_case_that_differs_fails_with_a_diff_and_bless_writes_the_findings() {
     // A case without its expected file fails until blessed.
     std::fs::remove_file(dir.join("tests/custom.unfinished/open.expected")).unwrap();
     let run = hvaudit()
+        .timeout(RULES_TEST_TIMEOUT)
         .args(["rules", "test"])
         .arg(&dir)
         .output()
@@ -142,6 +143,7 @@ fn a_directory_without_cases_or_with_a_case_of_no_rule_is_a_usage_error() {
     let dir = user_dir(root.path(), "");
     std::fs::create_dir_all(dir.join("tests/custom.typo")).unwrap();
     let run = hvaudit()
+        .timeout(RULES_TEST_TIMEOUT)
         .args(["rules", "test"])
         .arg(&dir)
         .output()
@@ -150,6 +152,7 @@ fn a_directory_without_cases_or_with_a_case_of_no_rule_is_a_usage_error() {
     assert!(String::from_utf8_lossy(&run.stderr).contains("no rule has the id \"custom.typo\""));
     std::fs::remove_dir_all(dir.join("tests")).unwrap();
     let run = hvaudit()
+        .timeout(RULES_TEST_TIMEOUT)
         .args(["rules", "test"])
         .arg(&dir)
         .output()
@@ -163,7 +166,12 @@ fn lint_reminds_of_rules_without_a_case() {
     let root = tempfile::tempdir().unwrap();
     let dir = user_dir(root.path(), "");
     let lint = |dir: &Path| {
-        let run = hvaudit().args(["rules", "lint"]).arg(dir).output().unwrap();
+        let run = hvaudit()
+            .timeout(RULES_TEST_TIMEOUT)
+            .args(["rules", "lint"])
+            .arg(dir)
+            .output()
+            .unwrap();
         assert_eq!(run.status.code(), Some(0), "{run:?}");
         String::from_utf8(run.stdout).unwrap()
     };

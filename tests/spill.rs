@@ -7,16 +7,9 @@
 //! value does not, far apart in the log so that they land in different
 //! spilled groups.
 
-use crate::common::synth_log;
-use assert_cmd::Command;
+use crate::common::{hvaudit, synth_log};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-
-fn hvaudit() -> Command {
-    let mut c = Command::cargo_bin("hvaudit").unwrap();
-    c.timeout(std::time::Duration::from_secs(300));
-    c
-}
 
 /// A generated log, then (40 k lines later) an exact redelivery of one of
 /// its events, the same event with its keys in another order (the same
@@ -199,7 +192,7 @@ fn sql_over_a_table_that_would_not_fit_answers_as_the_loaded_one() {
 fn a_spilled_audit_shows_each_phase_on_a_terminal() {
     let dir = tempfile::tempdir().unwrap();
     let log = hard_log(dir.path());
-    let bin = assert_cmd::cargo::cargo_bin("hvaudit");
+    let bin = crate::common::bin();
     let screen = dir.path().join("screen");
     let command = format!(
         "{} --no-config audit --memory-limit 48M --format json -o {} {}",
@@ -207,7 +200,7 @@ fn a_spilled_audit_shows_each_phase_on_a_terminal() {
         dir.path().join("r.json").display(),
         log.display()
     );
-    let status = std::process::Command::new("script")
+    let status = crate::common::scrubbed("script")
         .args(["-qec", &command])
         .arg(&screen)
         .stdin(std::process::Stdio::null())
@@ -238,7 +231,7 @@ fn a_spilled_replay_equals_the_loaded_one() {
         .unwrap();
     let replayed = |extra: &[&str], available: &str| {
         let out = hvaudit()
-            .args(["--no-config", "replay", "--format", "json", "--task", &task])
+            .args(["replay", "--format", "json", "--task", &task])
             .args(extra)
             .arg(&log)
             .env("HVAUDIT_MEMORY_AVAILABLE", available)
@@ -291,10 +284,7 @@ fn a_log_too_large_for_the_machine_is_spilled_without_a_limit() {
     let (dir, log, spill) = hard_log_and_spill_dir();
     let run = |args: &[&str], available: Option<&str>| {
         let mut c = hvaudit();
-        c.arg("--no-config")
-            .args(args)
-            .arg("--spill-dir")
-            .arg(&spill);
+        c.args(args).arg("--spill-dir").arg(&spill);
         c.env_remove("HVAUDIT_MEMORY_AVAILABLE");
         if let Some(a) = available {
             c.env("HVAUDIT_MEMORY_AVAILABLE", a);

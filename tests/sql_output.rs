@@ -3,14 +3,12 @@
 //! run as a spreadsheet formula; several statements in one document per
 //! format; `-o FILE`.
 
-use assert_cmd::Command;
+use crate::common::hvaudit;
 use serde_json::Value;
 use std::path::Path;
 
 fn sql(log: &Path, format: &str, query: &str) -> String {
-    let out = Command::cargo_bin("hvaudit")
-        .unwrap()
-        .timeout(std::time::Duration::from_secs(300))
+    let out = hvaudit()
         .args(["sql", "-q", "--format", format, "-e", query])
         .arg(log)
         .output()
@@ -102,9 +100,7 @@ fn log_text_cannot_drive_a_terminal_or_run_as_a_formula() {
 
 /// `hvaudit sql -q ARGS... LOG`: (exit code, stdout, stderr).
 fn sql_run(log: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::cargo_bin("hvaudit")
-        .unwrap()
-        .timeout(std::time::Duration::from_secs(300))
+    let out = hvaudit()
         .args(["sql", "-q"])
         .args(args)
         .arg(log)

@@ -3,7 +3,7 @@
 //! with the built-in views apart and sorted. (Completion is tested on its
 //! function in src/commands/sql_shell.rs: it needs a terminal.)
 
-use assert_cmd::Command;
+use crate::common::hvaudit;
 use std::path::Path;
 
 fn log(dir: &Path) -> std::path::PathBuf {
@@ -24,11 +24,10 @@ fn shell(input: &str) -> (String, String) {
     let log = log(dir.path());
     let home = dir.path().join("home");
     std::fs::create_dir(&home).unwrap();
-    let out = Command::cargo_bin("hvaudit")
-        .unwrap()
+    let out = hvaudit()
         .timeout(std::time::Duration::from_secs(120))
         .env("HOME", &home)
-        .args(["--no-config", "sql", "-q"])
+        .args(["sql", "-q"])
         .arg(&log)
         .write_stdin(input)
         .output()
@@ -164,10 +163,10 @@ impl Run {
     fn csv(&self, sql: &str) -> String {
         let dir = tempfile::tempdir().unwrap();
         let log = log(dir.path());
-        let mut cmd = Command::cargo_bin("hvaudit").unwrap();
+        let mut cmd = hvaudit();
         cmd.timeout(std::time::Duration::from_secs(120))
             .env("HOME", dir.path())
-            .args(["--no-config", "sql", "-q", "--format", "csv"]);
+            .args(["sql", "-q", "--format", "csv"]);
         let out = match self {
             Run::Shell => cmd.arg(&log).write_stdin(sql).output(),
             Run::Script => cmd.args(["-e", sql]).arg(&log).output(),
@@ -182,10 +181,9 @@ impl Run {
 fn a_script_reports_a_syntax_error_without_debug_text() {
     let dir = tempfile::tempdir().unwrap();
     let log = log(dir.path());
-    let out = Command::cargo_bin("hvaudit")
-        .unwrap()
+    let out = hvaudit()
         .timeout(std::time::Duration::from_secs(120))
-        .args(["--no-config", "sql", "-q", "-e", "SELEC 1"])
+        .args(["sql", "-q", "-e", "SELEC 1"])
         .arg(&log)
         .output()
         .unwrap();

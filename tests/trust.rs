@@ -4,16 +4,9 @@
 //! `--config`; rule and view files may only read the tables; `sql -f`
 //! runs queries only unless told otherwise.
 
-use assert_cmd::Command;
+use crate::common::hvaudit_reading_config;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-fn hvaudit() -> Command {
-    let mut c = Command::cargo_bin("hvaudit").unwrap();
-    c.timeout(std::time::Duration::from_secs(300))
-        .env_remove("HVAUDIT_CONFIG");
-    c
-}
 
 fn sample_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/incident")
@@ -109,7 +102,7 @@ fn files_planted_beside_the_logs_change_neither_findings_nor_exit_code() {
     ];
     for (name, inputs) in ways {
         let report = out.join(format!("{name}.json"));
-        let run = hvaudit()
+        let run = hvaudit_reading_config()
             .current_dir(&planted)
             .args(["audit", "--format", "json", "-o"])
             .arg(&report)
@@ -133,7 +126,7 @@ fn files_planted_beside_the_logs_change_neither_findings_nor_exit_code() {
             "files" => inputs.iter().map(|i| clean.join(i)).collect(),
             _ => vec![clean.clone()],
         };
-        let run = hvaudit()
+        let run = hvaudit_reading_config()
             .current_dir(&clean)
             .args(["audit", "-q", "--format", "json", "-o"])
             .arg(&reference)
@@ -178,7 +171,7 @@ fn a_discovered_file_may_not_write_files_or_pick_the_code_that_runs() {
             format!("[{table}]\n{key} = {value}\n"),
         )
         .unwrap();
-        let run = hvaudit()
+        let run = hvaudit_reading_config()
             .current_dir(&ops)
             .args(["audit", "-q"])
             .arg(&logs)
@@ -203,7 +196,7 @@ fn a_discovered_file_may_not_write_files_or_pick_the_code_that_runs() {
         "[audit]\nbad-lines = \"rejected.txt\"\n",
     )
     .unwrap();
-    let run = hvaudit()
+    let run = hvaudit_reading_config()
         .current_dir(&ops)
         .args(["--config", "hvaudit.toml", "audit", "-q"])
         .arg(&logs)
@@ -225,14 +218,14 @@ fn an_explicit_file_inside_the_logs_is_refused() {
     copy_logs(&logs);
     let planted = logs.join("hvaudit.toml");
     std::fs::write(&planted, "[audit]\nfail-on = \"none\"\n").unwrap();
-    let by_flag = hvaudit()
+    let by_flag = hvaudit_reading_config()
         .arg("--config")
         .arg(&planted)
         .args(["audit", "-q"])
         .arg(&logs)
         .output()
         .unwrap();
-    let by_env = hvaudit()
+    let by_env = hvaudit_reading_config()
         .env("HVAUDIT_CONFIG", &planted)
         .args(["audit", "-q"])
         .arg(logs.join("aep-0.1.ndjson"))
@@ -250,7 +243,7 @@ fn an_explicit_file_inside_the_logs_is_refused() {
     // Moved out, it applies, and says so under --quiet.
     let outside = root.path().join("ops.toml");
     std::fs::rename(&planted, &outside).unwrap();
-    let run = hvaudit()
+    let run = hvaudit_reading_config()
         .env("HVAUDIT_CONFIG", &outside)
         .args(["audit", "-q"])
         .arg(&logs)
@@ -266,7 +259,7 @@ fn an_explicit_file_inside_the_logs_is_refused() {
         "{stderr}"
     );
     // --no-config reads none, the environment's neither.
-    let run = hvaudit()
+    let run = hvaudit_reading_config()
         .env("HVAUDIT_CONFIG", &outside)
         .args(["--no-config", "audit", "-q"])
         .arg(&logs)
@@ -288,7 +281,7 @@ fn a_run_that_applies_a_configuration_says_so_and_every_report_states_it() {
          [rules.\"token.replayed\"]\nseverity = \"critical\"\n",
     )
     .unwrap();
-    let run = hvaudit()
+    let run = hvaudit_reading_config()
         .current_dir(&ops)
         .args(["audit", "-q"])
         .arg(&logs)
@@ -304,7 +297,7 @@ fn a_run_that_applies_a_configuration_says_so_and_every_report_states_it() {
     assert_eq!(report["configuration"]["found"], "working directory");
     assert_eq!(report["configuration"]["options"][1], "format");
     // Without one, no trace of it.
-    let run = hvaudit()
+    let run = hvaudit_reading_config()
         .current_dir(&ops)
         .args(["--no-config", "audit", "-q", "--format", "json"])
         .arg(&logs)
@@ -384,18 +377,18 @@ fn a_rule_or_view_that_is_not_a_query_is_refused_before_anything_runs() {
             .unwrap()
             .to_string_lossy()
             .into_owned();
-        let audit = hvaudit()
+        let audit = hvaudit_reading_config()
             .args(["--no-config", "audit", "-q", "--rules-dir"])
             .arg(&dir)
             .arg(&logs)
             .output()
             .unwrap();
-        let lint = hvaudit()
+        let lint = hvaudit_reading_config()
             .args(["--no-config", "rules", "lint"])
             .arg(&dir)
             .output()
             .unwrap();
-        let test = hvaudit()
+        let test = hvaudit_reading_config()
             .args(["--no-config", "rules", "test"])
             .arg(&dir)
             .output()
@@ -431,7 +424,7 @@ fn a_rule_cannot_read_a_file_by_naming_it() {
             ),
         ),
     );
-    let run = hvaudit()
+    let run = hvaudit_reading_config()
         .args([
             "--no-config",
             "audit",
@@ -451,7 +444,7 @@ fn a_rule_cannot_read_a_file_by_naming_it() {
 }
 
 fn sql(dir: &Path, args: &[&str]) -> std::process::Output {
-    hvaudit()
+    hvaudit_reading_config()
         .current_dir(dir)
         .args(["--no-config", "sql", "-q"])
         .args(args)

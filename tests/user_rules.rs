@@ -2,7 +2,7 @@
 //! views and each other, whatever their file names, and a view that cannot
 //! be built is reported without stopping the rest.
 
-use crate::common::{audit_lines, findings_of};
+use crate::common::{audit_lines, findings_of, hvaudit};
 use serde_json::json;
 use std::path::Path;
 
@@ -190,10 +190,9 @@ fn a_helper_called_with_the_wrong_arguments_is_reported_with_its_file_and_line()
         e.contains("10_firsts.sql: line 2: time_order(us, seq) takes 2 arguments, given 1"),
         "{e}"
     );
-    let lint = assert_cmd::Command::cargo_bin("hvaudit")
-        .unwrap()
+    let lint = hvaudit()
         .timeout(std::time::Duration::from_secs(60))
-        .args(["--no-config", "rules", "lint"])
+        .args(["rules", "lint"])
         .arg(dir.path())
         .output()
         .unwrap();

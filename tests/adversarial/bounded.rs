@@ -18,7 +18,7 @@ fn junk(dir: &Path, name: &str, n: usize) -> PathBuf {
 /// Run the binary to its end and return its exit code and peak resident
 /// memory (VmHWM, read from /proc while it runs).
 fn peak_rss(args: &[&std::ffi::OsStr]) -> (i32, u64) {
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("hvaudit"))
+    let mut child = crate::common::hvaudit_process()
         .args(args)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -20,8 +20,7 @@ fn files_ending(dir: &Path, suffixes: &[&str]) -> Vec<PathBuf> {
 /// Start `args`, wait until a `.hvaudit-*.tmp` appears under `watch`, send
 /// `signal`, and return the exit code.
 fn interrupt_when_writing(args: &[&std::ffi::OsStr], watch: &Path, signal: &str) -> i32 {
-    let bin = assert_cmd::cargo::cargo_bin("hvaudit");
-    let mut child = std::process::Command::new(bin)
+    let mut child = crate::common::hvaudit_process()
         .args(args)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
