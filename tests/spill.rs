@@ -200,7 +200,9 @@ fn a_spilled_audit_shows_each_phase_on_a_terminal() {
         dir.path().join("r.json").display(),
         log.display()
     );
+    // Progress is drawn only on a terminal its TERM names.
     let status = crate::common::scrubbed("script")
+        .env("TERM", "xterm")
         .args(["-qec", &command])
         .arg(&screen)
         .stdin(std::process::Stdio::null())
