@@ -3,7 +3,10 @@
 //! damaged around them; and every line is accounted for.
 //!
 //! Logs come from `hvaudit_synth::generate` (planted violations of every
-//! rule, random seed, 50-200 KB). Few cases, so the module stays fast in CI.
+//! rule, random seed, 50-200 KB). Every choice a case makes (how the log
+//! is cut, which lines are delivered again or damaged, and how) is drawn
+//! by a proptest strategy, so a failure shrinks to a smaller one. Few
+//! cases, so the module stays fast in CI.
 
 use crate::common::hvaudit;
 use hvaudit::audit::{Audit, AuditConfig};
@@ -11,6 +14,7 @@ use hvaudit::ingest::normalize::{NormalizeOptions, parse_line};
 use hvaudit::ingest::{IngestOptions, ingest};
 use hvaudit_synth::{SynthOptions, generate};
 use proptest::prelude::*;
+use proptest::sample::Index;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -33,21 +37,60 @@ fn synth_lines(seed: u64, bytes: u64) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Small deterministic generator for the choices a case makes from its seed.
-struct Dice(u64);
+/// A generated log's lines, shown by what made them (a failing case
+/// prints its seed and size, not the 100 KB of the log).
+#[derive(Clone)]
+struct Log {
+    seed: u64,
+    bytes: u64,
+    lines: Vec<Vec<u8>>,
+}
 
-impl Dice {
-    fn next(&mut self) -> u64 {
-        // splitmix64
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Log {{ seed: {}, bytes: {}, lines: {} }}",
+            self.seed,
+            self.bytes,
+            self.lines.len()
+        )
     }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
+}
+
+/// A generated log of about `bytes` bytes; it shrinks to seed 0 and the
+/// smallest size.
+fn logs(bytes: std::ops::Range<u64>) -> impl Strategy<Value = Log> {
+    (any::<u64>(), bytes).prop_map(|(seed, bytes)| Log {
+        seed,
+        bytes,
+        lines: synth_lines(seed, bytes),
+    })
+}
+
+/// How a log of `lines` lines is dealt into files: each line's file (a
+/// file keeps its lines' relative order), the order of the files' names,
+/// and each file's compression (plain, gzip, zstd).
+#[derive(Debug, Clone)]
+struct Split {
+    file_of_line: Vec<usize>,
+    name_order: Vec<usize>,
+    compression: Vec<usize>,
+}
+
+fn splits(lines: usize, files: std::ops::Range<usize>) -> impl Strategy<Value = Split> {
+    files.prop_flat_map(move |n| {
+        (
+            proptest::collection::vec(0..n, lines),
+            Just((0..n).collect::<Vec<usize>>()).prop_shuffle(),
+            proptest::collection::vec(0usize..3, n),
+        )
+            .prop_map(|(file_of_line, name_order, compression)| Split {
+                file_of_line,
+                name_order,
+                compression,
+            })
+    })
 }
 
 /// Write `lines` as one file, plain, gzip or zstd by `kind`.
@@ -69,21 +112,17 @@ fn write_log(path: &Path, lines: &[Vec<u8>], kind: usize) {
     std::fs::write(path, bytes).unwrap();
 }
 
-/// Deal the lines into `n` files (each keeps its lines' relative order),
-/// some compressed, named so that their sorted order is shuffled too.
-fn split(dir: &Path, lines: &[Vec<u8>], n: usize, dice: &mut Dice) -> Vec<PathBuf> {
-    let mut parts: Vec<Vec<Vec<u8>>> = vec![Vec::new(); n];
-    for l in lines {
-        parts[dice.below(n)].push(l.clone());
-    }
-    let mut order: Vec<usize> = (0..n).collect();
-    for i in (1..n).rev() {
-        order.swap(i, dice.below(i + 1));
+/// Deal the lines into files as `split` says, named so that their sorted
+/// order is shuffled too.
+fn split(dir: &Path, lines: &[Vec<u8>], split: &Split) -> Vec<PathBuf> {
+    let mut parts: Vec<Vec<Vec<u8>>> = vec![Vec::new(); split.compression.len()];
+    for (l, &file) in lines.iter().zip(&split.file_of_line) {
+        parts[file].push(l.clone());
     }
     let mut paths = Vec::new();
-    for (pos, &p) in order.iter().enumerate() {
+    for (pos, &p) in split.name_order.iter().enumerate() {
         let path = dir.join(format!("part{pos}-{p}.log"));
-        write_log(&path, &parts[p], dice.below(3));
+        write_log(&path, &parts[p], split.compression[p]);
         paths.push(path);
     }
     paths
@@ -142,80 +181,115 @@ fn is_event(line: &[u8]) -> bool {
         .is_some_and(|t| parse_line(t, 0, 1, NormalizeOptions::default(), |_| {}).is_ok())
 }
 
-/// Damage a line in one of the ways broken logs do.
-fn corrupt(line: &mut Vec<u8>, dice: &mut Dice) {
+/// One of the ways broken logs are damaged, at a place in a line.
+#[derive(Debug, Clone, Copy)]
+enum Damage {
+    /// Cut off there.
+    Truncate,
+    /// One bit of the byte there flipped.
+    FlipBit(u8),
+    /// A NUL byte put in.
+    Nul,
+    /// A byte that is never UTF-8 put in.
+    NotUtf8,
+    /// A closed object, a new one and a terminal colour put in.
+    Spliced,
+    /// Only what follows kept (the line's start lost).
+    Tail,
+}
+
+fn damages() -> impl Strategy<Value = Damage> {
+    prop_oneof![
+        Just(Damage::Truncate),
+        (0u8..8).prop_map(Damage::FlipBit),
+        Just(Damage::Nul),
+        Just(Damage::NotUtf8),
+        Just(Damage::Spliced),
+        Just(Damage::Tail),
+    ]
+}
+
+/// Damage a line at `at` (an index into it) in the way `damage` says.
+fn corrupt(line: &mut Vec<u8>, at: Index, damage: Damage) {
     if line.is_empty() {
         line.push(b'{');
         return;
     }
-    let at = dice.below(line.len());
-    match dice.below(6) {
-        0 => line.truncate(at),
-        1 => line[at] ^= 1 << dice.below(8),
-        2 => line.insert(at, 0),
-        3 => line.insert(at, 0xff),
-        4 => line
+    let at = at.index(line.len());
+    match damage {
+        Damage::Truncate => line.truncate(at),
+        Damage::FlipBit(bit) => line[at] ^= 1 << bit,
+        Damage::Nul => line.insert(at, 0),
+        Damage::NotUtf8 => line.insert(at, 0xff),
+        Damage::Spliced => line
             .splice(at..at, b"\"}{\x1b[31m".iter().copied())
             .for_each(drop),
-        _ => *line = line[at..].to_vec(),
+        Damage::Tail => *line = line[at..].to_vec(),
     }
     if line.contains(&b'\n') {
         line.retain(|b| *b != b'\n');
     }
 }
 
-fn config(cases: u32) -> ProptestConfig {
+/// `cases` cases, and at most `shrink_iters` steps to shrink a failing one
+/// (each step runs the whole case again).
+fn config(cases: u32, shrink_iters: u32) -> ProptestConfig {
     ProptestConfig {
         cases,
         failure_persistence: None,
-        // Each step re-audits; the failing seed is printed, which is enough.
-        max_shrink_iters: 4,
+        max_shrink_iters: shrink_iters,
         ..ProptestConfig::default()
     }
 }
 
+/// A log, a way to split it, and redeliveries: each (which event, how
+/// far after the original the copy lands).
+fn redelivery_cases() -> impl Strategy<Value = (Log, Split, Vec<(Index, Index)>)> {
+    logs(50_000..200_000).prop_flat_map(|log| {
+        let n = log.lines.len();
+        (
+            Just(log),
+            splits(n, 2..5),
+            proptest::collection::vec((any::<Index>(), any::<Index>()), 1..40),
+        )
+    })
+}
+
 proptest! {
-    #![proptest_config(config(6))]
+    // Each case audits four times; a shrinking step is a whole case.
+    #![proptest_config(config(6, 24))]
 
     /// One log, audited whole, split into files in any order (some
     /// compressed), with exact redeliveries added, and after a round trip
     /// through `hvaudit convert`: the same findings every time.
     #[test]
-    fn findings_depend_on_the_events_only(
-        seed in any::<u64>(),
-        bytes in 50_000u64..200_000,
-        files in 2usize..5,
-        redelivered in 1usize..40,
-        choices in any::<u64>(),
-    ) {
-        let lines = synth_lines(seed, bytes);
-        let mut dice = Dice(choices);
+    fn findings_depend_on_the_events_only((log, how, redelivered) in redelivery_cases()) {
+        let lines = &log.lines;
         let dir = tempfile::tempdir().unwrap();
         let whole = dir.path().join("log.ndjson");
-        write_log(&whole, &lines, 0);
+        write_log(&whole, lines, 0);
         let base = findings(vec![whole.clone()]);
         prop_assert!(!base.is_empty());
 
         let split_dir = dir.path().join("split");
         std::fs::create_dir(&split_dir).unwrap();
-        let parts = split(&split_dir, &lines, files, &mut dice);
-        prop_assert_eq!(&findings(parts), &base, "split into {} files", files);
+        let parts = split(&split_dir, lines, &how);
+        prop_assert_eq!(&findings(parts), &base, "split as {:?}", how.name_order);
 
         // Each copy lands somewhere after its original.
         let mut again = lines.clone();
         let events: Vec<usize> = (0..lines.len()).filter(|&i| is_event(&lines[i])).collect();
-        for _ in 0..redelivered {
-            let i = events[dice.below(events.len())];
-            let original = lines[i].clone();
+        for (which, after) in &redelivered {
+            let original = lines[events[which.index(events.len())]].clone();
             let pos = again.iter().position(|l| *l == original).unwrap();
-            let to = pos + 1 + dice.below(again.len() - pos);
+            let to = pos + 1 + after.index(again.len() - pos);
             again.insert(to, original);
         }
         let redo = dir.path().join("redelivered");
         std::fs::create_dir(&redo).unwrap();
         let path = redo.join("log.ndjson");
         write_log(&path, &again, 0);
-        prop_assert_eq!(&findings(vec![path]), &base, "{} redeliveries", redelivered);
+        prop_assert_eq!(&findings(vec![path]), &base, "{} redeliveries", redelivered.len());
 
         let parquet = dir.path().join("parquet");
         hvaudit()
@@ -228,32 +302,43 @@ proptest! {
     }
 }
 
+/// A log, the damage done to it (which line, where in it, how), lines
+/// repeated exactly, and a way to split the result.
+#[allow(clippy::type_complexity)]
+fn damage_cases() -> impl Strategy<Value = (Log, Vec<(Index, Index, Damage)>, Vec<Index>, Split)> {
+    // A few exact repeats always, so all three terms are exercised.
+    const REPEATS: usize = 5;
+    logs(50_000..150_000).prop_flat_map(|log| {
+        let n = log.lines.len() + REPEATS;
+        (
+            Just(log),
+            proptest::collection::vec((any::<Index>(), any::<Index>(), damages()), 0..60),
+            proptest::collection::vec(any::<Index>(), REPEATS),
+            splits(n, 1..4),
+        )
+    })
+}
+
 proptest! {
-    #![proptest_config(config(16))]
+    #![proptest_config(config(16, 64))]
 
     /// lines read = events + redeliveries + bad lines, per input and in
     /// total, whatever was damaged, and every non-blank line is counted.
     #[test]
     fn every_line_is_accounted_for_even_when_damaged(
-        seed in any::<u64>(),
-        bytes in 50_000u64..150_000,
-        files in 1usize..4,
-        damaged in 0usize..60,
-        choices in any::<u64>(),
+        (log, damaged, repeats, how) in damage_cases(),
     ) {
-        let mut lines = synth_lines(seed, bytes);
-        let mut dice = Dice(choices);
-        for _ in 0..damaged {
-            let i = dice.below(lines.len());
-            corrupt(&mut lines[i], &mut dice);
+        let mut lines = log.lines;
+        for (line, at, damage) in damaged {
+            let i = line.index(lines.len());
+            corrupt(&mut lines[i], at, damage);
         }
-        // A few exact repeats too, so all three terms are exercised.
-        for _ in 0..5 {
-            let i = dice.below(lines.len());
+        for repeat in repeats {
+            let i = repeat.index(lines.len());
             lines.push(lines[i].clone());
         }
         let dir = tempfile::tempdir().unwrap();
-        let paths = split(dir.path(), &lines, files, &mut dice);
+        let paths = split(dir.path(), &lines, &how);
         let ing = ingest(&paths, &IngestOptions::default()).unwrap();
         for i in &ing.inputs {
             prop_assert!(i.identity_holds(), "{:?}", i);
