@@ -2,6 +2,7 @@
 //! lines. Every non-blank line must be accounted for exactly once.
 #![no_main]
 
+use datafusion::arrow::array::Array;
 use hvaudit::ingest::ndjson::{Chunk, ChunkLimits, parse_chunk};
 use hvaudit::ingest::normalize::NormalizeOptions;
 use hvaudit::ingest::row::ChunkShape;
@@ -51,6 +52,12 @@ fuzz_target!(|data: &[u8]| {
             "excerpt is printable"
         );
     }
-    // Laying the rows out as a batch keeps every one of them.
-    assert_eq!(parsed.events.finish().num_rows() as u64, events);
+    // Laying the rows out as a batch keeps every one of them, and every
+    // column is valid Arrow: the text and all-null columns are built
+    // without Arrow's checks (`unsafe`), so they are checked here.
+    let batch = parsed.events.finish();
+    assert_eq!(batch.num_rows() as u64, events);
+    for column in batch.columns() {
+        column.to_data().validate_full().expect("a valid column");
+    }
 });
