@@ -3,6 +3,7 @@
 mod adversarial;
 mod browser;
 mod cli;
+mod cli_output;
 #[cfg(feature = "cluster")]
 mod cluster;
 mod common;
