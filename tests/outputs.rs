@@ -5,11 +5,11 @@
 //! refused; a reader that goes away ends the run quietly. Device nodes and
 //! FIFOs are the tests' own, in temp dirs.
 
-use crate::common::{bin, hvaudit};
+use crate::common::{bin, hvaudit, hvaudit_process, scrubbed};
 use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command as Process, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 /// A small log in which high findings fire.
@@ -28,9 +28,9 @@ fn new_and_replaced_files_get_the_umask_or_their_old_mode() {
     let dir = tempfile::tempdir().unwrap();
     let log = log(dir.path());
     let new = dir.path().join("new.json");
-    let status = Process::new("sh")
+    let status = scrubbed("sh")
         .arg("-c")
-        .arg("umask 027; exec \"$0\" audit -q --format json -o \"$1\" \"$2\"")
+        .arg("umask 027; exec \"$0\" --no-config audit -q --format json -o \"$1\" \"$2\"")
         .arg(bin())
         .arg(&new)
         .arg(&log)
@@ -49,9 +49,9 @@ fn new_and_replaced_files_get_the_umask_or_their_old_mode() {
     assert!(std::fs::read_to_string(&new).unwrap().starts_with('#'));
     // synth and --bad-lines outputs too.
     let synth = dir.path().join("synth.ndjson");
-    let status = Process::new("sh")
+    let status = scrubbed("sh")
         .arg("-c")
-        .arg("umask 022; exec \"$0\" synth -q --size 10K -o \"$1\"")
+        .arg("umask 022; exec \"$0\" --no-config synth -q --size 10K -o \"$1\"")
         .arg(bin())
         .arg(&synth)
         .status()
@@ -254,7 +254,7 @@ fn a_reader_that_goes_away_ends_the_run_quietly() {
         ),
     ];
     for (args, want) in runs {
-        let mut child = Process::new(bin())
+        let mut child = hvaudit_process()
             .args(&args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -281,7 +281,7 @@ fn temp_files_a_killed_convert_left_are_removed_by_the_next() {
     std::fs::write(&log, crate::common::synth_log(5, 30 << 20, 0.0)).unwrap();
     let out = dir.path().join("pq");
     // SIGKILL while the Parquet files are being written: nothing can clean up.
-    let mut child = Process::new(bin())
+    let mut child = hvaudit_process()
         .args(["convert", "-q", "-o"])
         .arg(&out)
         .arg(&log)
