@@ -10,10 +10,10 @@ use super::normalize::NormalizeOptions;
 use super::row::ChunkRows;
 use super::row::{ChunkShape, all_null, share_empty_columns, zeros_for};
 use super::schema::{
-    BAD_LINES, EVENTS, EVENTS_V1, EVIDENCE, JSON_COLUMNS, LAYOUT_KEY, LAYOUT_V1, LAYOUT_VERSION,
-    UNKNOWN_MEMBERS,
+    BAD_LINES, BAD_LINES_V2, EVENTS, EVENTS_V1, EVENTS_V2, EVIDENCE, JSON_COLUMNS, LAYOUT_KEY,
+    LAYOUT_V1, LAYOUT_V2, LAYOUT_VERSION, UNKNOWN_MEMBERS,
 };
-use datafusion::arrow::array::{Array, Int64Array, StringArray};
+use datafusion::arrow::array::{Array, FixedSizeBinaryArray, Int32Array, Int64Array, StringArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Fields};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -88,12 +88,17 @@ fn own_table(footer: &ArrowReaderMetadata) -> (Option<OwnTable>, Option<String>)
     // Layout 1 differs in the events table only (read as layout 2).
     let events = match get(LAYOUT_KEY).as_deref() {
         Some(LAYOUT_VERSION) => EVENTS.fields(),
+        Some(LAYOUT_V2) => EVENTS_V2.fields(),
         Some(LAYOUT_V1) => EVENTS_V1.fields(),
         _ => return (None, get(RUN_KEY)),
     };
+    let bad_lines = match get(LAYOUT_KEY).as_deref() {
+        Some(LAYOUT_VERSION) => BAD_LINES.fields(),
+        _ => BAD_LINES_V2.fields(),
+    };
     let table = match get(TABLE_KEY).as_deref() {
         Some("events") if fields == events => Some(OwnTable::Events),
-        Some("bad_lines") if fields == BAD_LINES.fields() => Some(OwnTable::BadLines),
+        Some("bad_lines") if fields == bad_lines => Some(OwnTable::BadLines),
         Some("evidence") if fields == EVIDENCE.fields() => Some(OwnTable::Evidence),
         _ => None,
     };
@@ -348,7 +353,11 @@ fn read_batches<R: ChunkReader + 'static>(
         Err(e) => return (batches, Some(format!("not a readable Parquet file: {e}"))),
     };
     for b in reader {
-        match b.and_then(|b| as_events_layout(b, &empty)) {
+        let laid_out = |b| match skip_empty {
+            true => as_events_layout(b, &empty),
+            false => Ok(b),
+        };
+        match b.and_then(laid_out) {
             Ok(b) => batches.push(b),
             Err(e) => {
                 let error = format!("Parquet read stopped: {e}; rows before it were kept");
@@ -364,15 +373,15 @@ fn read_batches<R: ChunkReader + 'static>(
 /// events column (then every column is read).
 fn empty_columns(footer: &ArrowReaderMetadata, groups: &[usize]) -> Vec<bool> {
     let meta = footer.metadata();
-    let columns = EVENTS.fields().len();
-    if footer.parquet_schema().num_columns() != columns {
+    let fields = footer.schema().fields();
+    if footer.parquet_schema().num_columns() != fields.len() {
         return Vec::new();
     }
     // A required column is always read: statistics that claim it empty
     // are wrong, and reading it reports that.
-    (0..columns)
+    (0..fields.len())
         .map(|c| {
-            EVENTS.field(c).is_nullable()
+            fields[c].is_nullable()
                 && groups.iter().all(|&g| {
                     let group = meta.row_group(g);
                     let nulls = group
@@ -385,42 +394,52 @@ fn empty_columns(footer: &ArrowReaderMetadata, groups: &[usize]) -> Vec<bool> {
         .collect()
 }
 
-/// A batch of events as `EVENTS` lays it out: the `empty` columns, not
-/// read, put back as nulls, and a layout 1 batch's text cast to categories.
+/// A batch of events as `EVENTS` lays it out, its columns found by name:
+/// the `empty` columns, not read, put back as nulls, a layout 1 batch's
+/// text cast to categories, and what earlier layouts did not store made:
+/// `as_written` is null and `digest` made from the row's columns
+/// (`dedup::digest_of_columns`).
 fn as_events_layout(
     batch: RecordBatch,
     empty: &[bool],
 ) -> Result<RecordBatch, datafusion::arrow::error::ArrowError> {
     let current = batch.schema().fields() == EVENTS.fields();
-    if empty.is_empty() || (!empty.contains(&true) && current) {
+    if current && !empty.contains(&true) {
         return Ok(batch);
     }
     let n = batch.num_rows();
     let zeros = zeros_for(n);
-    let mut read = batch.columns().iter();
-    let columns = EVENTS
-        .fields()
-        .iter()
-        .zip(empty)
-        .map(|(field, &skipped)| {
-            let column = if skipped {
-                all_null(field.data_type(), n, &zeros)
-            } else {
-                match read.next() {
-                    Some(c) if c.data_type() != field.data_type() => {
-                        Some(cast(c, field.data_type())?)
-                    }
-                    other => other.cloned(),
-                }
-            };
-            column.ok_or_else(|| {
-                datafusion::arrow::error::ArrowError::SchemaError(format!(
-                    "column {} could not be laid out",
-                    field.name()
-                ))
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let missing = |name: &str| {
+        datafusion::arrow::error::ArrowError::SchemaError(format!(
+            "column {name} could not be laid out"
+        ))
+    };
+    let mut columns = Vec::with_capacity(EVENTS.fields().len());
+    let mut fields = Vec::with_capacity(EVENTS.fields().len());
+    let mut digest_at = None;
+    for (at, field) in EVENTS.fields().iter().enumerate() {
+        let column = match batch.column_by_name(field.name()) {
+            Some(c) if c.data_type() != field.data_type() => cast(c, field.data_type())?,
+            Some(c) => c.clone(),
+            None if field.name() == "digest" => {
+                digest_at = Some(at);
+                continue;
+            }
+            None if field.is_nullable() => {
+                all_null(field.data_type(), n, &zeros).ok_or_else(|| missing(field.name()))?
+            }
+            None => return Err(missing(field.name())),
+        };
+        columns.push(column);
+        fields.push(field.clone());
+    }
+    if let Some(at) = digest_at {
+        let rest = RecordBatch::try_new(
+            Arc::new(datafusion::arrow::datatypes::Schema::new(fields)),
+            columns.clone(),
+        )?;
+        columns.insert(at, Arc::new(super::dedup::digest_of_columns(&rest)));
+    }
     RecordBatch::try_new(EVENTS.clone(), columns)
 }
 
@@ -588,22 +607,18 @@ fn converted_events(batch: RecordBatch, file_idx: u32, chunk_idx: u32) -> Parsed
         .as_any()
         .downcast_ref::<StringArray>()
         .expect("id is Utf8");
-    let seqs = batch.column_by_name("seq").expect("seq");
-    let seqs = seqs
-        .as_any()
-        .downcast_ref::<Int64Array>()
-        .expect("seq is Int64");
     let redeliveries = batch.column_by_name("redeliveries").expect("redeliveries");
     let redeliveries = redeliveries
         .as_any()
         .downcast_ref::<Int64Array>()
         .expect("Int64");
-    // No raw text to hash: a unique content hash per row makes the dedup
-    // compare rows value by value whenever an id repeats.
+    // The digest `convert` stored with each row (or, for files written
+    // before it was, one made from the row's columns).
+    let digests = super::dedup::row_digests(&batch);
     let keys = (0..batch.num_rows())
-        .map(|r| {
-            let id = xxhash_rust::xxh3::xxh3_128(ids.value(r).as_bytes());
-            (id, xxhash_rust::xxh3::xxh3_64(&seqs.value(r).to_le_bytes()))
+        .map(|r| super::normalize::Parsed {
+            id_key: super::identity::id_key(ids.value(r)),
+            digest: digests[r],
         })
         .collect();
     let collapsed = redeliveries.values().iter().map(|n| *n as u64).sum::<u64>();
@@ -645,6 +660,13 @@ fn converted_bad_lines(batch: &RecordBatch, file_idx: u32, chunk_idx: u32) -> Pa
         s("type"),
     );
     let opt = |a: &StringArray, r: usize| (!a.is_null(r)).then(|| a.value(r).to_string());
+    let digests = batch
+        .column_by_name("digest")
+        .and_then(|c| c.as_any().downcast_ref::<FixedSizeBinaryArray>().cloned());
+    let digest = |r: usize| {
+        let d = digests.as_ref().filter(|d| !d.is_null(r))?;
+        d.value(r).try_into().ok()
+    };
     let bad = (0..batch.num_rows())
         .map(|r| BadLine {
             seq: seq.value(r),
@@ -654,6 +676,7 @@ fn converted_bad_lines(batch: &RecordBatch, file_idx: u32, chunk_idx: u32) -> Pa
             id: opt(&id, r),
             type_: opt(&type_, r),
             src_file: Some(Arc::from(file.value(r))),
+            digest: digest(r),
         })
         .collect::<Vec<_>>();
     ParsedChunk {
@@ -766,7 +789,7 @@ fn describe<R: ChunkReader + 'static>(
         .fields()
         .iter()
         .enumerate()
-        .filter(|(_, f)| f.name() == seq_col || f.name() == "redeliveries")
+        .filter(|(_, f)| ["redeliveries", "version", seq_col].contains(&f.name().as_str()))
         .map(|(i, _)| i)
         .collect();
     let file = open(&wanted)?;
@@ -776,7 +799,7 @@ fn describe<R: ChunkReader + 'static>(
         .with_batch_size(65536)
         .build()
         .map_err(|e| format!("not a readable Parquet file: {e}"))?;
-    let (mut rows, mut redeliveries) = (0u64, 0u64);
+    let (mut rows, mut redeliveries, mut copies) = (0u64, 0u64, 0u64);
     let mut seqs: Option<(i64, i64)> = None;
     for b in reader {
         let b = b.map_err(|e| format!("Parquet read stopped: {e}"))?;
@@ -785,6 +808,12 @@ fn describe<R: ChunkReader + 'static>(
             b.column_by_name(name)
                 .and_then(|a| a.as_any().downcast_ref::<Int64Array>().cloned())
         };
+        if let Some(v) = b
+            .column_by_name("version")
+            .and_then(|a| a.as_any().downcast_ref::<Int32Array>().cloned())
+        {
+            copies += v.values().iter().filter(|v| **v > 1).count() as u64;
+        }
         if let Some(r) = col("redeliveries") {
             redeliveries += r
                 .values()
@@ -806,7 +835,9 @@ fn describe<R: ChunkReader + 'static>(
     };
     match table {
         OwnTable::Events => {
-            summary.events = rows;
+            // Later versions of an id are not events of their own.
+            summary.events = rows - copies;
+            summary.conflicting_copies = copies;
             summary.redeliveries = redeliveries;
             summary.lines = rows + redeliveries;
         }
@@ -917,9 +948,9 @@ mod tests {
         let (_, footer) = open_file(path).unwrap();
         assert_eq!(footer.metadata().num_row_groups(), 7);
         assert_eq!(spans(footer.metadata()).len(), 4);
-        let (parallel, error) = decode(&footer, &open_path(path), 3, true);
+        let (parallel, error) = decode(&footer, &open_path(path), 3, false);
         assert!(error.is_none());
-        let (serial, _) = decode(&footer, &open_path(path), 1, true);
+        let (serial, _) = decode(&footer, &open_path(path), 1, false);
         let expected: Vec<i64> = (0..35_000).collect();
         assert_eq!(numbers(&parallel), expected);
         assert_eq!(numbers(&serial), expected);
@@ -1034,7 +1065,7 @@ mod tests {
                 })
             };
             let footer = read_footer(&open(&[]).unwrap()).unwrap();
-            let (batches, error) = decode(&footer, &open, 4, true);
+            let (batches, error) = decode(&footer, &open, 4, false);
             assert!(error.is_none(), "{error:?}");
             assert_eq!(
                 numbers(&batches),

@@ -5,11 +5,16 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit}
 use std::sync::{Arc, LazyLock};
 
 /// Version of the normalized layout, stored in Parquet metadata by `convert`
-/// so that reading it back can trust the columns as they are. Layout 2
-/// dictionary-encodes the columns with few distinct values.
-pub const LAYOUT_VERSION: &str = "2";
+/// so that reading it back can trust the columns as they are. Layout 3
+/// adds what an event's identity needs: `as_written` and `digest`.
+pub const LAYOUT_VERSION: &str = "3";
+/// Layout 2 dictionary-encoded the columns with few distinct values; its
+/// files are still read (their digests made from the columns).
+pub const LAYOUT_V2: &str = "2";
 /// Layout 1 held those columns as plain text; its files are still read.
 pub const LAYOUT_V1: &str = "1";
+/// The `events` columns layout 3 added.
+pub const ADDED_IN_LAYOUT_3: [&str; 2] = ["as_written", "digest"];
 pub const LAYOUT_KEY: &str = "hvaudit.layout";
 
 /// Text with few distinct values (a file, a type, an agent), held as codes
@@ -125,6 +130,13 @@ macro_rules! events_columns {
             evidence_chain: json_or_null,
             // unknown top-level fields as one JSON object (tenant_id, actor_id, ...)
             extra: json_or_null,
+            // the members whose typed column does not keep the value as
+            // written (instants, numbers, members given as null), in
+            // canonical JSON: with the columns above, the whole line
+            as_written: json_or_null,
+            // the line's JSON value, hashed (BLAKE3, 128 bits, of its
+            // canonical text: `canonical`): what fingerprints are made of
+            digest: digest,
         }
     };
 }
@@ -155,6 +167,7 @@ macro_rules! column_kind {
     (data_type fixed_category) => { $crate::ingest::schema::category_type() };
     (data_type category) => { $crate::ingest::schema::category_type() };
     (data_type envelope_category) => { $crate::ingest::schema::category_type() };
+    (data_type digest) => { ::datafusion::arrow::datatypes::DataType::FixedSizeBinary(16) };
 
     (nullable int_or_null) => { true };
     (nullable int32_or_null) => { true };
@@ -166,6 +179,8 @@ macro_rules! column_kind {
     (nullable json_text) => { true };
     (nullable envelope_text) => { true };
     (nullable envelope_category) => { true };
+    // Files of layouts 1 and 2, read in place, have none.
+    (nullable digest) => { true };
     (nullable $kind:ident) => { false };
 
     (json json_text) => { true };
@@ -225,9 +240,21 @@ pub const UNKNOWN_MEMBERS: &str = "extra";
 /// says: they take no part in comparing two events' contents.
 pub const PROVENANCE: [&str; 5] = ["seq", "src_file", "src_line", "redeliveries", "version"];
 
-/// `events` as layout 1 wrote it: the category columns as plain text.
-pub static EVENTS_V1: LazyLock<SchemaRef> = LazyLock::new(|| {
+/// `events` as layout 2 wrote it: without the columns layout 3 added.
+pub static EVENTS_V2: LazyLock<SchemaRef> = LazyLock::new(|| {
     let fields: Vec<Field> = EVENTS
+        .fields()
+        .iter()
+        .filter(|f| !ADDED_IN_LAYOUT_3.contains(&f.name().as_str()))
+        .map(|f| f.as_ref().clone())
+        .collect();
+    Arc::new(Schema::new(fields))
+});
+
+/// `events` as layout 1 wrote it: layout 2's, the category columns as
+/// plain text.
+pub static EVENTS_V1: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let fields: Vec<Field> = EVENTS_V2
         .fields()
         .iter()
         .map(|f| match f.data_type() {
@@ -260,7 +287,16 @@ pub static BAD_LINES: LazyLock<SchemaRef> = LazyLock::new(|| {
         // the id, when the line was an object with a string id
         s("id"),
         s("type"),
+        // the line's bytes hashed (BLAKE3, 128 bits; null for a line too
+        // long to hold): what a finding on it is fingerprinted by
+        Field::new("digest", DataType::FixedSizeBinary(16), true),
     ]))
+});
+
+/// `bad_lines` as layouts 1 and 2 wrote it: without `digest`.
+pub static BAD_LINES_V2: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let fields = BAD_LINES.fields().iter().filter(|f| f.name() != "digest");
+    Arc::new(Schema::new(fields.cloned().collect::<Vec<_>>()))
 });
 
 /// Index of a column of `events` by name (panics only on a typo in our code).
@@ -321,6 +357,7 @@ mod tests {
             DataType::Utf8 => &["text", "JSON text"],
             DataType::Timestamp(_, _) => &["timestamp"],
             DataType::Dictionary(_, _) => &["category"],
+            DataType::FixedSizeBinary(16) => &["binary(16)"],
             other => panic!("no README word for {other}"),
         }
     }
@@ -452,14 +489,26 @@ evidence_chain Utf8 true
 extra Utf8 true
 ";
 
-    #[test]
-    fn the_events_columns_are_layout_2_as_written() {
-        let actual: Vec<String> = EVENTS
-            .fields()
-            .iter()
+    fn described(schema: &SchemaRef) -> String {
+        let fields = schema.fields().iter();
+        let lines: Vec<String> = fields
             .map(|f| format!("{} {:?} {}", f.name(), f.data_type(), f.is_nullable()))
             .collect();
-        assert_eq!(LAYOUT_VERSION, "2");
-        assert_eq!(actual.join("\n"), LAYOUT_2_EVENTS.trim());
+        lines.join("\n")
+    }
+
+    #[test]
+    fn layout_2_is_read_as_written() {
+        assert_eq!(described(&EVENTS_V2), LAYOUT_2_EVENTS.trim());
+    }
+
+    #[test]
+    fn the_events_columns_are_layout_3_as_written() {
+        assert_eq!(LAYOUT_VERSION, "3");
+        let layout_3 = format!(
+            "{}\nas_written Utf8 true\ndigest FixedSizeBinary(16) true",
+            LAYOUT_2_EVENTS.trim()
+        );
+        assert_eq!(described(&EVENTS), layout_3);
     }
 }

@@ -20,11 +20,17 @@ pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()>
 pub(super) struct ReportJson<'a> {
     tool: &'a str,
     version: &'a str,
+    /// How the findings' fingerprints are made: a baseline must match it.
+    fingerprint_version: u32,
     inputs: Vec<InputJson<'a>>,
     span: SpanJson,
     counts: CountsJson,
     accounting: AccountingJson,
     unresolved_basis: u64,
+    /// When the log holds conflicting ids: the readings of their later
+    /// versions that were made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    readings: Option<crate::report_model::ReadingsMade>,
     rules: Vec<&'a str>,
     rule_errors: Vec<RuleErrorJson<'a>>,
     gate: GateJson<'a>,
@@ -53,6 +59,7 @@ impl<'a> ReportJson<'a> {
         Self {
             tool: &report.tool,
             version: &report.version,
+            fingerprint_version: crate::finding_store::FINGERPRINT_VERSION,
             inputs: report.inputs.iter().map(InputJson::new).collect(),
             span: SpanJson {
                 from: report.span.from.as_ref().map(fmt_instant),
@@ -60,6 +67,7 @@ impl<'a> ReportJson<'a> {
             },
             counts: CountsJson {
                 total: report.findings.len(),
+                outside_window: report.outside_window,
                 by_severity: Counts(
                     report
                         .counts_by_severity()
@@ -72,6 +80,7 @@ impl<'a> ReportJson<'a> {
             },
             accounting: AccountingJson::new(&report.totals(), identity_holds(report)),
             unresolved_basis: report.unresolved_basis,
+            readings: report.readings,
             rules: report.rules.iter().map(|r| r.id.as_str()).collect(),
             rule_errors: report
                 .rule_errors
@@ -119,6 +128,8 @@ struct AccountingJson {
     bytes: u64,
     lines: u64,
     events: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    conflicting_copies: u64,
     redeliveries: u64,
     bad_lines: u64,
     #[serde(skip_serializing_if = "is_zero")]
@@ -137,6 +148,7 @@ impl AccountingJson {
             bytes: i.bytes,
             lines: i.lines,
             events: i.events,
+            conflicting_copies: i.conflicting_copies,
             redeliveries: i.redeliveries,
             bad_lines: i.bad_lines,
             bad_lines_unlisted: i.bad_lines_unlisted,
@@ -155,6 +167,9 @@ struct SpanJson {
 #[derive(Serialize)]
 struct CountsJson {
     total: usize,
+    /// With `--since`/`--until`: findings left out, citing no event inside.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outside_window: Option<u64>,
     by_severity: Counts,
     by_rule: Counts,
     by_family: Counts,
@@ -258,6 +273,8 @@ pub(super) struct FindingJson<'a> {
     suppression: Option<&'a Suppression>,
     #[serde(skip_serializing_if = "Option::is_none")]
     baseline_state: Option<BaselineState>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rests_on_version: Option<u32>,
 }
 
 impl<'a> FindingJson<'a> {
@@ -296,6 +313,7 @@ impl<'a> FindingJson<'a> {
                 .collect(),
             suppression: f.suppression.as_ref(),
             baseline_state: f.baseline_state,
+            rests_on_version: f.rests_on_version,
         }
     }
 }

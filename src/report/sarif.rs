@@ -17,7 +17,7 @@ const SCHEMA: &str =
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json";
 /// partialFingerprints key; bump the version if `Finding::fingerprint` changes.
 /// v2: the fingerprint no longer depends on file names and line numbers.
-const FINGERPRINT_KEY: &str = "hvaudit/v2";
+const FINGERPRINT_KEY: &str = "hvaudit/v3";
 
 pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()> {
     let index: BTreeMap<&str, usize> = report
@@ -46,7 +46,14 @@ pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()>
             ),
             ("unresolvedBasis", json!(report.unresolved_basis)),
             ("verdict", json!(super::verdict(report))),
-        ]))
+        ]
+        .into_iter()
+        .chain(
+            report
+                .outside_window
+                .map(|n| ("findingsOutsideWindow", json!(n))),
+        )
+        .chain(report.readings.map(|r| ("conflictingCopies", json!(r))))))
         .build();
     let log = sarif::Sarif::builder()
         .schema(SCHEMA)
@@ -191,7 +198,9 @@ fn result(f: &Finding, rule_index: Option<usize>) -> sarif::Result {
             ("taskId", json!(f.task_id)),
             ("eventIds", json!(f.event_ids)),
             ("at", json!(f.at.as_ref().map(fmt_instant))),
-        ]))
+        ]
+        .into_iter()
+        .chain(f.rests_on_version.map(|v| ("restsOnVersion", json!(v))))))
         .build();
     // A rule the report does not list (e.g. a failed rule file) gets no
     // index rather than a wrong one.
@@ -363,10 +372,13 @@ fn accounting(i: &InputSummary, identity_holds: bool) -> Value {
     if i.bad_lines_unlisted > 0 {
         v["badLinesUnlisted"] = json!(i.bad_lines_unlisted);
     }
+    if i.conflicting_copies > 0 {
+        v["conflictingCopies"] = json!(i.conflicting_copies);
+    }
     v
 }
 
-fn bag<const N: usize>(props: [(&str, Value); N]) -> sarif::PropertyBag {
+fn bag<'a>(props: impl IntoIterator<Item = (&'a str, Value)>) -> sarif::PropertyBag {
     sarif::PropertyBag {
         tags: None,
         additional_properties: props.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
