@@ -345,8 +345,8 @@ async fn audit_files(
     materialize: &Materialize,
     cluster: Option<&str>,
 ) -> Result<Report, AuditError> {
-    crate::ingest::in_place::register_tables(ctx, files).await?;
-    let mut inputs = files.inputs.clone();
+    register_files(ctx, files, materialize).await?;
+    let mut inputs = files.inputs_as_read();
     inputs.extend(files.skipped.iter().map(skipped_input));
     engine::register_settings(ctx, &cfg.rule_settings())?;
     let later = FileReadings {
@@ -355,6 +355,26 @@ async fn audit_files(
         cluster,
     };
     audit_session(cfg, catalog, ctx, inputs, materialize, &later).await
+}
+
+/// `convert`'s files registered in `ctx`; on a cluster, the kept rows of
+/// ids stored by more than one run are written to the audit's scratch
+/// place for the executors to read.
+pub(crate) async fn register_files(
+    ctx: &SessionContext,
+    files: &crate::ingest::in_place::ParquetInputs,
+    materialize: &Materialize,
+) -> datafusion::error::Result<()> {
+    use crate::ingest::in_place::register_tables_placing;
+    match materialize {
+        Materialize::OnCluster(scratch) => {
+            let place = |rows: &[datafusion::arrow::record_batch::RecordBatch]| {
+                scratch.write_rows("events_kept", rows)
+            };
+            register_tables_placing(ctx, files, Some(&place)).await
+        }
+        _ => register_tables_placing(ctx, files, None).await,
+    }
 }
 
 /// The readings of later versions of an audit of `convert`'s files (in
@@ -375,10 +395,10 @@ impl rules::readings::Sessions for FileReadings<'_> {
     ) -> BoxFuture<'a, datafusion::error::Result<(SessionContext, Materialize)>> {
         use datafusion::error::DataFusionError;
         Box::pin(async move {
-            let failed = |e: anyhow::Error| DataFusionError::Execution(format!("{e:#}"));
             let (ctx, materialize) = match self.cluster {
                 #[cfg(feature = "cluster")]
                 Some(url) => {
+                    let failed = |e: anyhow::Error| DataFusionError::Execution(format!("{e:#}"));
                     let ctx = crate::cluster::connect(url).await.map_err(failed)?;
                     (ctx, cluster_scratch(self.cfg).map_err(failed)?)
                 }
@@ -389,10 +409,10 @@ impl rules::readings::Sessions for FileReadings<'_> {
                     (ctx, views)
                 }
             };
-            crate::ingest::in_place::register_tables(&ctx, self.files).await?;
-            if let Some(stored) = ctx.deregister_table("events")? {
-                ctx.register_table("events_stored", stored)?;
-                let view = rules::readings::swapped_view("events_stored", swaps);
+            register_files(&ctx, self.files, &materialize).await?;
+            if let Some(all) = ctx.deregister_table("events")? {
+                ctx.register_table("events_every_version", all)?;
+                let view = rules::readings::swapped_view("events_every_version", swaps);
                 ctx.register_table("events", ctx.sql(&view).await?.into_view())?;
             }
             engine::register_settings(&ctx, &self.cfg.rule_settings())
@@ -476,7 +496,7 @@ pub struct Disturbed {
 /// hidden, so no later scan of the inputs reads it, and removed when the
 /// audit ends, fails or is interrupted.
 #[cfg(feature = "cluster")]
-fn cluster_scratch(cfg: &AuditConfig) -> anyhow::Result<Materialize> {
+pub(crate) fn cluster_scratch(cfg: &AuditConfig) -> anyhow::Result<Materialize> {
     use anyhow::Context;
     use rules::Scratch;
     if cfg.spill_dir.is_none()

@@ -142,7 +142,10 @@ fn the_findings_file_holds_the_json_findings_field_for_field() {
     let schema = batches[0].schema();
     let mut columns: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
     columns.sort();
-    assert!(json["readings"].is_object(), "the log holds conflicting ids");
+    assert!(
+        json["readings"].is_object(),
+        "the log holds conflicting ids"
+    );
     if !keys.contains(&"rests_on_version") {
         keys.push("rests_on_version");
         keys.sort();

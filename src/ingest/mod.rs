@@ -18,6 +18,7 @@ pub mod payload_schema;
 mod raw_json;
 pub mod remote;
 pub mod row;
+pub mod runs;
 pub mod schema;
 mod text_column;
 pub mod time;

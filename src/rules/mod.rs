@@ -84,6 +84,47 @@ impl Scratch {
             Scratch::Objects(prefix) => prefix.url().to_string(),
         }
     }
+
+    /// Write `rows` (laid out as `events`) as one Parquet file in a place
+    /// named `name`, written from here for the executors to read; where.
+    pub fn write_rows(
+        &self,
+        name: &str,
+        rows: &[RecordBatch],
+    ) -> datafusion::error::Result<String> {
+        use datafusion::parquet::arrow::ArrowWriter;
+        let failed = |e: &dyn std::fmt::Display| {
+            DataFusionError::Execution(format!(
+                "cannot write {name} in {}: {e} (choose another --spill-dir on storage every \
+                 executor can write)",
+                self.shown()
+            ))
+        };
+        let place = self.place(name).map_err(|e| failed(&e))?;
+        let file = format!("{place}part-0.parquet");
+        let schema = crate::ingest::schema::EVENTS.clone();
+        match self {
+            Scratch::Dir(_) => {
+                let out = std::fs::File::create(&file).map_err(|e| failed(&e))?;
+                let mut writer = ArrowWriter::try_new(out, schema, None)?;
+                for b in rows {
+                    writer.write(b)?;
+                }
+                writer.close()?;
+            }
+            Scratch::Objects(_) => {
+                let out =
+                    crate::ingest::remote::ObjectWriter::create(&file).map_err(|e| failed(&e))?;
+                let mut writer = ArrowWriter::try_new(out, schema, None)?;
+                for b in rows {
+                    writer.write(b)?;
+                }
+                // The object appears only once its upload completes.
+                writer.into_inner()?.finish().map_err(|e| failed(&e))?;
+            }
+        }
+        Ok(place)
+    }
 }
 
 /// The files of views materialized on disk. They are temp files: removed
@@ -285,7 +326,12 @@ pub async fn run(
                 // said once.
                 let failed: std::collections::HashSet<String> =
                     errors.iter().map(|(what, _)| what.clone()).collect();
-                errors.extend(added.errors.into_iter().filter(|(what, _)| !failed.contains(what)));
+                errors.extend(
+                    added
+                        .errors
+                        .into_iter()
+                        .filter(|(what, _)| !failed.contains(what)),
+                );
                 made = note;
             }
             Err(e) => errors.push(("(reading later versions)".into(), with_hint(&e.to_string()))),
