@@ -383,7 +383,7 @@ impl Deduper {
             versions.sort_by_key(|v| {
                 let (events, row) = row_of(&self.kept, v);
                 (
-                    int(&events, "created_us", row as u32),
+                    int(&events, "created_ns", row as u32),
                     int(&events, "seq", row as u32),
                 )
             });

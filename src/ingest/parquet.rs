@@ -10,12 +10,12 @@ use super::normalize::NormalizeOptions;
 use super::row::ChunkRows;
 use super::row::{ChunkShape, all_null, share_empty_columns, zeros_for};
 use super::schema::{
-    BAD_LINES, EVENTS, EVENTS_V1, EVIDENCE, JSON_COLUMNS, LAYOUT_KEY, LAYOUT_V1, LAYOUT_VERSION,
-    UNKNOWN_MEMBERS,
+    BAD_LINES, EVENTS, EVENTS_V1, EVENTS_V2, EVIDENCE, JSON_COLUMNS, LAYOUT_KEY, LAYOUT_V1,
+    LAYOUT_V2, LAYOUT_VERSION, NS_COLUMNS, UNKNOWN_MEMBERS,
 };
-use datafusion::arrow::array::{Array, Int64Array, StringArray};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int64Array, StringArray};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Fields};
+use datafusion::arrow::datatypes::{DataType, Field, Fields, Int64Type};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::parquet::arrow::ProjectionMask;
 use datafusion::parquet::arrow::arrow_reader::{
@@ -85,9 +85,10 @@ fn own_table(footer: &ArrowReaderMetadata) -> (Option<OwnTable>, Option<String>)
             .and_then(|kv| kv.value.clone())
     };
     let fields = footer.schema().fields();
-    // Layout 1 differs in the events table only (read as layout 2).
+    // Earlier layouts differ in the events table only (read as the current).
     let events = match get(LAYOUT_KEY).as_deref() {
         Some(LAYOUT_VERSION) => EVENTS.fields(),
+        Some(LAYOUT_V2) => EVENTS_V2.fields(),
         Some(LAYOUT_V1) => EVENTS_V1.fields(),
         _ => return (None, get(RUN_KEY)),
     };
@@ -347,8 +348,17 @@ fn read_batches<R: ChunkReader + 'static>(
         Ok(r) => r,
         Err(e) => return (batches, Some(format!("not a readable Parquet file: {e}"))),
     };
+    let file = footer.schema().fields();
+    let events = [&EVENTS, &EVENTS_V2, &EVENTS_V1]
+        .iter()
+        .any(|layout| layout.fields() == file);
     for b in reader {
-        match b.and_then(|b| as_events_layout(b, &empty)) {
+        let b = if skip_empty && events {
+            b.and_then(|b| as_events_layout(b, file, &empty))
+        } else {
+            b
+        };
+        match b {
             Ok(b) => batches.push(b),
             Err(e) => {
                 let error = format!("Parquet read stopped: {e}; rows before it were kept");
@@ -359,20 +369,20 @@ fn read_batches<R: ChunkReader + 'static>(
     (batches, None)
 }
 
-/// Per events column: null in every row of the row groups `groups`, by
-/// the file's statistics. Empty when the file is not laid out one leaf per
-/// events column (then every column is read).
+/// Per column of the events file: null in every row of the row groups
+/// `groups`, by the file's statistics. Empty when the file is not laid out
+/// one leaf per column (then every column is read).
 fn empty_columns(footer: &ArrowReaderMetadata, groups: &[usize]) -> Vec<bool> {
     let meta = footer.metadata();
-    let columns = EVENTS.fields().len();
-    if footer.parquet_schema().num_columns() != columns {
+    let fields = footer.schema().fields();
+    if footer.parquet_schema().num_columns() != fields.len() {
         return Vec::new();
     }
     // A required column is always read: statistics that claim it empty
     // are wrong, and reading it reports that.
-    (0..columns)
+    (0..fields.len())
         .map(|c| {
-            EVENTS.field(c).is_nullable()
+            fields[c].is_nullable()
                 && groups.iter().all(|&g| {
                     let group = meta.row_group(g);
                     let nulls = group
@@ -385,43 +395,67 @@ fn empty_columns(footer: &ArrowReaderMetadata, groups: &[usize]) -> Vec<bool> {
         .collect()
 }
 
-/// A batch of events as `EVENTS` lays it out: the `empty` columns, not
-/// read, put back as nulls, and a layout 1 batch's text cast to categories.
+/// A batch of events read from a file of any layout, whose columns are
+/// `file`, as `EVENTS` lays it out: the `empty` columns, not read, put back
+/// as nulls, a layout 1 batch's text cast to categories, and the
+/// nanosecond columns a layout before 3 lacks made of its microseconds.
 fn as_events_layout(
     batch: RecordBatch,
+    file: &Fields,
     empty: &[bool],
 ) -> Result<RecordBatch, datafusion::arrow::error::ArrowError> {
-    let current = batch.schema().fields() == EVENTS.fields();
-    if empty.is_empty() || (!empty.contains(&true) && current) {
+    use datafusion::arrow::error::ArrowError;
+    if batch.schema().fields() == EVENTS.fields() {
         return Ok(batch);
     }
     let n = batch.num_rows();
     let zeros = zeros_for(n);
+    // The file's columns by name: read, or None when left out as empty.
     let mut read = batch.columns().iter();
+    let stored: std::collections::HashMap<&str, Option<&ArrayRef>> = file
+        .iter()
+        .enumerate()
+        .map(|(c, f)| {
+            let skipped = empty.get(c) == Some(&true);
+            (f.name().as_str(), if skipped { None } else { read.next() })
+        })
+        .collect();
+    let laid_out = |field: &Field| -> Result<ArrayRef, ArrowError> {
+        let missing =
+            || ArrowError::SchemaError(format!("column {} could not be laid out", field.name()));
+        match stored.get(field.name().as_str()) {
+            Some(Some(c)) if c.data_type() != field.data_type() => cast(c, field.data_type()),
+            Some(Some(c)) => Ok(Arc::clone(c)),
+            Some(None) => all_null(field.data_type(), n, &zeros).ok_or_else(missing),
+            None => {
+                let (_, us) = NS_COLUMNS
+                    .iter()
+                    .find(|(ns, _)| ns == field.name())
+                    .ok_or_else(missing)?;
+                match stored.get(us) {
+                    Some(Some(us)) => nanos_of_micros(us),
+                    Some(None) => all_null(field.data_type(), n, &zeros).ok_or_else(missing),
+                    None => Err(missing()),
+                }
+            }
+        }
+    };
     let columns = EVENTS
         .fields()
         .iter()
-        .zip(empty)
-        .map(|(field, &skipped)| {
-            let column = if skipped {
-                all_null(field.data_type(), n, &zeros)
-            } else {
-                match read.next() {
-                    Some(c) if c.data_type() != field.data_type() => {
-                        Some(cast(c, field.data_type())?)
-                    }
-                    other => other.cloned(),
-                }
-            };
-            column.ok_or_else(|| {
-                datafusion::arrow::error::ArrowError::SchemaError(format!(
-                    "column {} could not be laid out",
-                    field.name()
-                ))
-            })
-        })
+        .map(|f| laid_out(f))
         .collect::<Result<Vec<_>, _>>()?;
     RecordBatch::try_new(EVENTS.clone(), columns)
+}
+
+/// Microseconds (Int64 or a timestamp) as nanoseconds, past i64 its ends:
+/// what a layout before 3 knows of the nanosecond columns.
+fn nanos_of_micros(us: &ArrayRef) -> Result<ArrayRef, datafusion::arrow::error::ArrowError> {
+    let us = cast(us, &DataType::Int64)?;
+    let ns = us
+        .as_primitive::<Int64Type>()
+        .unary::<_, Int64Type>(|us| us.saturating_mul(1000));
+    Ok(Arc::new(ns))
 }
 
 /// Read every Parquet input into parsed chunks.
@@ -715,6 +749,8 @@ pub enum OwnTable {
 #[derive(Debug, Clone)]
 pub struct OwnFile {
     pub table: OwnTable,
+    /// An events file of a layout before 3, without the nanosecond columns.
+    pub micros_only: bool,
     pub run: Option<String>,
     pub seqs: Option<(i64, i64)>,
     pub summary: crate::InputSummary,
@@ -757,6 +793,10 @@ fn describe<R: ChunkReader + 'static>(
                 .to_string(),
         );
     };
+    let micros_only = table == OwnTable::Events
+        && NS_COLUMNS
+            .iter()
+            .any(|(ns, _)| footer.schema().field_with_name(ns).is_err());
     let seq_col = match table {
         OwnTable::Evidence => "event_seq",
         OwnTable::Events | OwnTable::BadLines => "seq",
@@ -818,6 +858,7 @@ fn describe<R: ChunkReader + 'static>(
     }
     Ok(OwnFile {
         table,
+        micros_only,
         run,
         seqs,
         summary,
