@@ -419,6 +419,33 @@ fn token_claims_compare_to_the_nanosecond() {
     );
 }
 
+/// `replay`'s timeline is in the same order as the rules': the parent's end
+/// before its child's 1 ns later, whatever the lines' order.
+#[test]
+fn replay_orders_its_timeline_to_the_nanosecond() {
+    use hvaudit::ingest::{IngestOptions, ingest};
+    use hvaudit::replay::{ReplayRequest, Scope, Tables, replay};
+    let dir = tempfile::tempdir().unwrap();
+    let (log_path, _) = log_and_parquet(dir.path());
+    let cfg = AuditConfig {
+        inputs: vec![log_path],
+        ..Default::default()
+    };
+    let ingested = ingest(&cfg.inputs, &IngestOptions::default()).unwrap();
+    let request = ReplayRequest {
+        scope: Scope::Task("a2_p".into()),
+        at: None,
+    };
+    let r = replay(&cfg, Tables::Loaded(&ingested), &request).unwrap();
+    let ends: Vec<&str> = r
+        .timeline
+        .iter()
+        .map(|e| e.event_id.as_str())
+        .filter(|id| id.ends_with("_end"))
+        .collect();
+    assert_eq!(ends, ["a2_p_end", "a2_c_end"]);
+}
+
 /// Version 1 of an id is its earliest content by the order of
 /// docs/protocol.md §9.3, to the nanosecond, not the first line of the
 /// microsecond.
