@@ -16,6 +16,7 @@ mod gate;
 mod ingest;
 mod module_graph;
 mod object_storage;
+mod order_ns;
 mod outputs;
 mod properties;
 mod replay;

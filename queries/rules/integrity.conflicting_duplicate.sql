@@ -31,7 +31,7 @@ per_id AS (
            array_agg(seq ORDER BY version) AS seqs,
            count(DISTINCT type) > 1 AS d_type,
            count(DISTINCT source) > 1 AS d_source,
-           count(DISTINCT created_us) > 1 AS d_created,
+           count(DISTINCT created_ns) > 1 AS d_created,
            count(DISTINCT coalesce(task_id, chr(0))) > 1 AS d_task,
            count(DISTINCT coalesce(parent_task_id, chr(0))) > 1 AS d_parent,
            count(DISTINCT coalesce(causation_id, chr(0))) > 1 AS d_causation,

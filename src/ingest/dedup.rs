@@ -550,7 +550,7 @@ impl Deduper {
                 .map(|(at, _)| {
                     let (b, r) = loaded.row(&self.kept, *at);
                     let id = b.column(events_col("id")).as_string::<i32>().value(r);
-                    (id, int(b, "created_us", r), int(b, "seq", r), *at)
+                    (id, int(b, "created_ns", r), int(b, "seq", r), *at)
                 })
                 .collect();
             rows.sort_unstable();

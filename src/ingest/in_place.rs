@@ -7,11 +7,11 @@
 use super::inputs::{self, Format, Skipped};
 use super::parquet::{OwnTable, check_seqs_disjoint, describe_own};
 use super::runs::{self, Overlap};
-use super::schema::{BAD_LINES, EVENTS, EVIDENCE};
+use super::schema::{BAD_LINES, EVENTS, EVIDENCE, NS_COLUMNS};
 use crate::InputSummary;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::common::DFSchema;
+use datafusion::common::{Column, DFSchema};
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{
     ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
@@ -28,6 +28,8 @@ use std::sync::Arc;
 #[derive(Debug, Default)]
 pub struct ParquetInputs {
     pub tables: BTreeMap<&'static str, Vec<PathBuf>>,
+    /// Some events file is of a layout before 3 (no nanosecond columns).
+    pub micros_only: bool,
     pub inputs: Vec<InputSummary>,
     pub skipped: Vec<Skipped>,
     /// The convert runs the events files come from (a file of no recorded
@@ -104,6 +106,7 @@ pub fn scan_inputs(paths: &[PathBuf], allow_empty: bool) -> anyhow::Result<Parqu
             OwnTable::BadLines => "bad_lines",
         };
         out.tables.entry(table).or_default().push(path);
+        out.micros_only |= file.micros_only;
         if let (Some(seqs), OwnTable::Events | OwnTable::BadLines) = (file.seqs, file.table) {
             ranges.push((file.run.clone(), seqs, input.display.clone()));
         }
@@ -196,10 +199,55 @@ fn register_stored(ctx: &SessionContext, files: &ParquetInputs) -> Result<()> {
             ctx.register_table(name, DataFrame::new(ctx.state(), empty).into_view())?;
             continue;
         }
+        if name == "events" && files.micros_only {
+            ctx.register_table(name, with_nanoseconds_of_micros(ctx, &paths)?)?;
+            continue;
+        }
         ctx.register_table(name, Arc::new(listing(&paths, schema)?))?;
     }
     Ok(())
 }
+
+/// `events` over files some of which predate the nanosecond columns
+/// (layouts 1 and 2): those read as null there, and a view fills each with
+/// its microsecond column times 1000, past i64 its nearest end, as a loaded
+/// read of the same files does (`parquet::as_events_layout`). Only such
+/// inputs pay for the view.
+fn with_nanoseconds_of_micros(
+    ctx: &SessionContext,
+    paths: &[PathBuf],
+) -> Result<Arc<dyn datafusion::catalog::TableProvider>> {
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::prelude::{cast, coalesce, col, lit, when};
+    let stored = EVENTS
+        .fields()
+        .iter()
+        .map(|f| match NS_COLUMNS.iter().any(|(ns, _)| f.name() == ns) {
+            true => Arc::new(Field::new(f.name(), DataType::Int64, true)),
+            false => Arc::clone(f),
+        })
+        .collect::<Vec<_>>();
+    let table = listing(paths, Arc::new(Schema::new(stored)))?;
+    let columns = EVENTS.fields().iter().map(|f| {
+        let name = f.name().as_str();
+        match NS_COLUMNS.iter().find(|(ns, _)| *ns == name) {
+            Some((ns, us)) => {
+                let us = cast(col(Column::from_name(*us)), DataType::Int64);
+                let ns_of_us = when(us.clone().gt(lit(i64::MAX / 1000)), lit(i64::MAX))
+                    .when(us.clone().lt(lit(i64::MIN / 1000)), lit(i64::MIN))
+                    .otherwise(us * lit(1000i64))
+                    .expect("a CASE with branches");
+                coalesce(vec![col(Column::from_name(*ns)), ns_of_us]).alias(*ns)
+            }
+            None => col(Column::from_name(name)),
+        }
+    });
+    let view = ctx
+        .read_table(Arc::new(table))?
+        .select(columns.collect::<Vec<_>>())?;
+    Ok(view.into_view())
+}
+
 
 fn listing(paths: &[PathBuf], schema: SchemaRef) -> Result<ListingTable> {
     let urls = paths

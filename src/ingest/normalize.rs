@@ -7,7 +7,7 @@
 use super::canonical::{self, Canonicalizer};
 use super::raw_json::{json_integer, unescaped};
 use super::row::Row;
-use super::time::{add_ms, parse_duration_ms, parse_instant_us};
+use super::time::{Instant, parse_duration_ms, parse_instant};
 use super::{members, payload_schema, token};
 use crate::options::TokenFormat;
 use serde::Deserialize;
@@ -327,11 +327,14 @@ impl<'a> RowBuilder<'a> {
                 row.type_
             ));
         }
-        row.created_at_us = instant("created_at", &created_at)?;
-        row.expires_us = optional_instant(strs, member!("expires_at"))?;
-        row.valid_from_us = optional_instant(strs, member!("valid_from"))?;
-        row.valid_until_us = optional_instant(strs, member!("valid_until"))?;
-        row.checkpoint_at_us = optional_instant(strs, member!("checkpoint_at"))?;
+        let created = instant("created_at", &created_at)?;
+        row.created_at_us = created.us();
+        row.created_ns = created.ns();
+        let valid_until = optional_instant(strs, member!("valid_until"))?;
+        row.valid_until_us = valid_until.map(Instant::us);
+        row.expires_us = optional_instant(strs, member!("expires_at"))?.map(Instant::us);
+        row.valid_from_us = optional_instant(strs, member!("valid_from"))?.map(Instant::us);
+        row.checkpoint_at_us = optional_instant(strs, member!("checkpoint_at"))?.map(Instant::us);
         check_enum("belief_status", &row.belief_status, &BELIEF_STATUS)?;
         check_enum("belief_scope", &row.belief_scope, &BELIEF_SCOPE)?;
         check_enum(
@@ -357,12 +360,16 @@ impl<'a> RowBuilder<'a> {
             Some(s) => Some(parse_duration_ms(s).map_err(|e| format!("field stale_after: {e}"))?),
             None => None,
         };
-        row.stale_at_us = match (row.valid_until_us, row.stale_after_ms) {
-            (Some(u), Some(ms)) => Some(u.min(add_ms(row.created_at_us, ms))),
+        // Exact, then kept to each column's range: the nanoseconds of an
+        // instant before 1677 plus a short stale_after stay at i64::MIN.
+        let stale_at = match (valid_until, row.stale_after_ms) {
+            (Some(u), Some(ms)) => Some(u.min(created.plus_ms(ms))),
             (Some(u), None) => Some(u),
-            (None, Some(ms)) => Some(add_ms(row.created_at_us, ms)),
+            (None, Some(ms)) => Some(created.plus_ms(ms)),
             (None, None) => None,
         };
+        row.stale_at_us = stale_at.map(Instant::us);
+        row.stale_at_ns = stale_at.map(Instant::ns);
         if let Some(d) = *delivery {
             (
                 row.delivery_mode,
@@ -399,8 +406,10 @@ impl<'a> RowBuilder<'a> {
                     row.token_sub = c.sub.map(Cow::Owned);
                     row.token_task_id = c.task_id.map(Cow::Owned);
                     row.token_parent_task_id = c.parent_task_id.map(Cow::Owned);
-                    row.token_iat_us = c.iat_us;
-                    row.token_exp_us = c.exp_us;
+                    row.token_iat_us = c.iat.map(Instant::us);
+                    row.token_exp_us = c.exp.map(Instant::us);
+                    row.token_iat_ns = c.iat.map(Instant::ns);
+                    row.token_exp_ns = c.exp.map(Instant::ns);
                     row.token_jti = c.jti.map(Cow::Owned);
                 }
                 Err(e) => {
@@ -470,7 +479,7 @@ fn required<'a>(
 fn optional_instant(
     strs: &mut [Option<Cow<'_, str>>; STRING_MEMBERS.len()],
     at: usize,
-) -> Result<Option<i64>, String> {
+) -> Result<Option<Instant>, String> {
     match strs[at].take() {
         Some(s) => instant(STRING_MEMBERS[at], &s).map(Some),
         None => Ok(None),
@@ -504,8 +513,8 @@ fn extra_object(mut members: Vec<(&Cow<'_, str>, &str)>) -> String {
     out
 }
 
-fn instant(name: &str, text: &str) -> Result<i64, String> {
-    parse_instant_us(text).map_err(|e| format!("field {name} {text:?}: {e}"))
+fn instant(name: &str, text: &str) -> Result<Instant, String> {
+    parse_instant(text).map_err(|e| format!("field {name} {text:?}: {e}"))
 }
 
 /// A string member; JSON null counts as absent.

@@ -11,11 +11,14 @@ use super::row::ChunkRows;
 use super::row::{ChunkShape, all_null, share_empty_columns, zeros_for};
 use super::schema::{
     BAD_LINES, BAD_LINES_V2, EVENTS, EVENTS_V1, EVENTS_V2, EVIDENCE, JSON_COLUMNS, LAYOUT_KEY,
-    LAYOUT_V1, LAYOUT_V2, LAYOUT_VERSION, UNKNOWN_MEMBERS,
+    LAYOUT_V1, LAYOUT_V2, LAYOUT_VERSION, NS_COLUMNS, UNKNOWN_MEMBERS,
 };
-use datafusion::arrow::array::{Array, FixedSizeBinaryArray, Int32Array, Int64Array, StringArray};
+use super::schema::ADDED_IN_LAYOUT_3;
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, FixedSizeBinaryArray, Int32Array, Int64Array, StringArray,
+};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Fields};
+use datafusion::arrow::datatypes::{DataType, Field, Fields, Int64Type};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::parquet::arrow::ProjectionMask;
 use datafusion::parquet::arrow::arrow_reader::{
@@ -85,7 +88,7 @@ fn own_table(footer: &ArrowReaderMetadata) -> (Option<OwnTable>, Option<String>)
             .and_then(|kv| kv.value.clone())
     };
     let fields = footer.schema().fields();
-    // Layout 1 differs in the events table only (read as layout 2).
+    // Earlier layouts differ in the events table only (read as the current).
     let events = match get(LAYOUT_KEY).as_deref() {
         Some(LAYOUT_VERSION) => EVENTS.fields(),
         Some(LAYOUT_V2) => EVENTS_V2.fields(),
@@ -352,12 +355,17 @@ fn read_batches<R: ChunkReader + 'static>(
         Ok(r) => r,
         Err(e) => return (batches, Some(format!("not a readable Parquet file: {e}"))),
     };
+    let file = footer.schema().fields();
+    let events = [&EVENTS, &EVENTS_V2, &EVENTS_V1]
+        .iter()
+        .any(|layout| layout.fields() == file);
     for b in reader {
-        let laid_out = |b| match skip_empty {
-            true => as_events_layout(b, &empty),
-            false => Ok(b),
+        let b = if skip_empty && events {
+            b.and_then(|b| as_events_layout(b, file, &empty))
+        } else {
+            b
         };
-        match b.and_then(laid_out) {
+        match b {
             Ok(b) => batches.push(b),
             Err(e) => {
                 let error = format!("Parquet read stopped: {e}; rows before it were kept");
@@ -368,9 +376,9 @@ fn read_batches<R: ChunkReader + 'static>(
     (batches, None)
 }
 
-/// Per events column: null in every row of the row groups `groups`, by
-/// the file's statistics. Empty when the file is not laid out one leaf per
-/// events column (then every column is read).
+/// Per column of the events file: null in every row of the row groups
+/// `groups`, by the file's statistics. Empty when the file is not laid out
+/// one leaf per column (then every column is read).
 fn empty_columns(footer: &ArrowReaderMetadata, groups: &[usize]) -> Vec<bool> {
     let meta = footer.metadata();
     let fields = footer.schema().fields();
@@ -394,53 +402,88 @@ fn empty_columns(footer: &ArrowReaderMetadata, groups: &[usize]) -> Vec<bool> {
         .collect()
 }
 
-/// A batch of events as `EVENTS` lays it out, its columns found by name:
-/// the `empty` columns, not read, put back as nulls, a layout 1 batch's
-/// text cast to categories, and what earlier layouts did not store made:
-/// `as_written` is null and `digest` made from the row's columns
+/// A batch of events read from a file of any layout, whose columns are
+/// `file`, as `EVENTS` lays it out: the `empty` columns, not read, put back
+/// as nulls, a layout 1 batch's text cast to categories, and what a layout
+/// before 3 lacks made: the nanosecond columns of its microseconds,
+/// `as_written` null and `digest` of the row's columns
 /// (`dedup::digest_of_columns`).
 fn as_events_layout(
     batch: RecordBatch,
+    file: &Fields,
     empty: &[bool],
 ) -> Result<RecordBatch, datafusion::arrow::error::ArrowError> {
-    let current = batch.schema().fields() == EVENTS.fields();
-    if current && !empty.contains(&true) {
+    use datafusion::arrow::error::ArrowError;
+    if batch.schema().fields() == EVENTS.fields() {
         return Ok(batch);
     }
     let n = batch.num_rows();
     let zeros = zeros_for(n);
-    let missing = |name: &str| {
-        datafusion::arrow::error::ArrowError::SchemaError(format!(
-            "column {name} could not be laid out"
-        ))
-    };
-    let mut columns = Vec::with_capacity(EVENTS.fields().len());
-    let mut fields = Vec::with_capacity(EVENTS.fields().len());
-    let mut digest_at = None;
-    for (at, field) in EVENTS.fields().iter().enumerate() {
-        let column = match batch.column_by_name(field.name()) {
-            Some(c) if c.data_type() != field.data_type() => cast(c, field.data_type())?,
-            Some(c) => c.clone(),
+    // The file's columns by name: read, or None when left out as empty.
+    let mut read = batch.columns().iter();
+    let stored: std::collections::HashMap<&str, Option<&ArrayRef>> = file
+        .iter()
+        .enumerate()
+        .map(|(c, f)| {
+            let skipped = empty.get(c) == Some(&true);
+            (f.name().as_str(), if skipped { None } else { read.next() })
+        })
+        .collect();
+    let laid_out = |field: &Field| -> Result<ArrayRef, ArrowError> {
+        let missing =
+            || ArrowError::SchemaError(format!("column {} could not be laid out", field.name()));
+        match stored.get(field.name().as_str()) {
+            Some(Some(c)) if c.data_type() != field.data_type() => cast(c, field.data_type()),
+            Some(Some(c)) => Ok(Arc::clone(c)),
+            Some(None) => all_null(field.data_type(), n, &zeros).ok_or_else(missing),
             None if field.name() == "digest" => {
-                digest_at = Some(at);
-                continue;
+                // Made below, of the other columns.
+                all_null(&DataType::Int64, n, &zeros).ok_or_else(missing)
             }
-            None if field.is_nullable() => {
-                all_null(field.data_type(), n, &zeros).ok_or_else(|| missing(field.name()))?
+            None if ADDED_IN_LAYOUT_3.contains(&field.name().as_str()) => {
+                all_null(field.data_type(), n, &zeros).ok_or_else(missing)
             }
-            None => return Err(missing(field.name())),
-        };
-        columns.push(column);
-        fields.push(field.clone());
-    }
-    if let Some(at) = digest_at {
-        let rest = RecordBatch::try_new(
-            Arc::new(datafusion::arrow::datatypes::Schema::new(fields)),
-            columns.clone(),
-        )?;
-        columns.insert(at, Arc::new(super::dedup::digest_of_columns(&rest)));
+            None => {
+                let (_, us) = NS_COLUMNS
+                    .iter()
+                    .find(|(ns, _)| ns == field.name())
+                    .ok_or_else(missing)?;
+                match stored.get(us) {
+                    Some(Some(us)) => nanos_of_micros(us),
+                    Some(None) => all_null(field.data_type(), n, &zeros).ok_or_else(missing),
+                    None => Err(missing()),
+                }
+            }
+        }
+    };
+    let columns = EVENTS
+        .fields()
+        .iter()
+        .map(|f| laid_out(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut columns = columns;
+    if !stored.contains_key("digest") {
+        let at = super::schema::events_col("digest");
+        let fields: Vec<_> = (EVENTS.fields().iter().enumerate())
+            .filter(|(i, _)| *i != at)
+            .map(|(_, f)| f.clone())
+            .collect();
+        let mut rest = columns.clone();
+        rest.remove(at);
+        let rest = RecordBatch::try_new(Arc::new(datafusion::arrow::datatypes::Schema::new(fields)), rest)?;
+        columns[at] = Arc::new(super::dedup::digest_of_columns(&rest));
     }
     RecordBatch::try_new(EVENTS.clone(), columns)
+}
+
+/// Microseconds (Int64 or a timestamp) as nanoseconds, past i64 its ends:
+/// what a layout before 3 knows of the nanosecond columns.
+fn nanos_of_micros(us: &ArrayRef) -> Result<ArrayRef, datafusion::arrow::error::ArrowError> {
+    let us = cast(us, &DataType::Int64)?;
+    let ns = us
+        .as_primitive::<Int64Type>()
+        .unary::<_, Int64Type>(|us| us.saturating_mul(1000));
+    Ok(Arc::new(ns))
 }
 
 /// Read every Parquet input into parsed chunks.
@@ -738,6 +781,8 @@ pub enum OwnTable {
 #[derive(Debug, Clone)]
 pub struct OwnFile {
     pub table: OwnTable,
+    /// An events file of a layout before 3, without the nanosecond columns.
+    pub micros_only: bool,
     pub run: Option<String>,
     pub seqs: Option<(i64, i64)>,
     pub summary: crate::InputSummary,
@@ -780,6 +825,10 @@ fn describe<R: ChunkReader + 'static>(
                 .to_string(),
         );
     };
+    let micros_only = table == OwnTable::Events
+        && NS_COLUMNS
+            .iter()
+            .any(|(ns, _)| footer.schema().field_with_name(ns).is_err());
     let seq_col = match table {
         OwnTable::Evidence => "event_seq",
         OwnTable::Events | OwnTable::BadLines => "seq",
@@ -849,6 +898,7 @@ fn describe<R: ChunkReader + 'static>(
     }
     Ok(OwnFile {
         table,
+        micros_only,
         run,
         seqs,
         summary,
