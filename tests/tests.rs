@@ -9,6 +9,7 @@ mod common;
 mod completions;
 mod docs;
 mod ev_table;
+mod evidence;
 mod findings_parquet;
 mod fixtures_outcome;
 mod forced_plans;

@@ -63,6 +63,13 @@ struct Seen {
     by_digest: HashMap<u64, Vec<u32>>,
 }
 
+/// The table's digest of a row whose line's digest is unknown: stored by a
+/// `convert` of layout 1 or 2, which kept no line text to make it of
+/// (`row_keys`). Such a row is compared with every row of its id. (A line
+/// whose digest happens to start with 8 zero bytes is compared more, never
+/// less.)
+const UNKNOWN: u64 = 0;
+
 /// Up to this many rows under one key are scanned; past it, looked up.
 const SCAN: usize = 8;
 
@@ -82,19 +89,21 @@ impl Seen {
     }
 
     /// The rows with this digest, in input order.
+    /// The rows with this digest, in input order, and those whose line's
+    /// digest is unknown (`UNKNOWN`), which any row may equal.
     fn with_digest(&self, digest: u64) -> Vec<At> {
-        if self.by_digest.is_empty() {
-            self.rows
-                .iter()
-                .filter(|(_, d)| *d == digest)
+        if self.by_digest.is_empty() || digest == UNKNOWN {
+            return (self.rows.iter())
+                .filter(|(_, d)| *d == digest || *d == UNKNOWN || digest == UNKNOWN)
                 .map(|(at, _)| *at)
-                .collect()
-        } else {
-            self.by_digest
-                .get(&digest)
-                .map(|ix| ix.iter().map(|&i| self.rows[i as usize].0).collect())
-                .unwrap_or_default()
+                .collect();
         }
+        let mut ix: Vec<u32> = [digest, UNKNOWN]
+            .iter()
+            .flat_map(|d| self.by_digest.get(d).into_iter().flatten().copied())
+            .collect();
+        ix.sort_unstable();
+        ix.into_iter().map(|i| self.rows[i as usize].0).collect()
     }
 }
 
@@ -463,7 +472,7 @@ impl Deduper {
             Slot::Occupied(slot) => *slot.get(),
         };
         let candidates = if entry.more == ALONE {
-            if entry.digest == digest {
+            if entry.digest == digest || entry.digest == UNKNOWN || digest == UNKNOWN {
                 vec![entry.at]
             } else {
                 Vec::new()
@@ -737,11 +746,22 @@ pub fn digest_of_columns(batch: &RecordBatch) -> FixedSizeBinaryArray {
     FixedSizeBinaryArray::new(16, out.into(), None)
 }
 
-/// The digest column of a batch laid out as `EVENTS`.
-pub fn row_digests(batch: &RecordBatch) -> Vec<[u8; 16]> {
+/// What the dedup looks stored rows (laid out as `EVENTS`) up by: their id
+/// key and digest. Rows stored without the line as written (layouts 1 and
+/// 2) have a digest made of their columns, unlike any line's: filed as
+/// unknown (zeros), compared with every row of their id.
+pub fn row_keys(batch: &RecordBatch) -> Vec<Parsed> {
+    let ids = batch.column(events_col("id")).as_string::<i32>();
     let digests = batch.column(events_col("digest")).as_fixed_size_binary();
+    let written = batch.column(events_col("as_written"));
     (0..batch.num_rows())
-        .map(|r| digests.value(r).try_into().expect("16 bytes"))
+        .map(|r| Parsed {
+            id_key: super::identity::id_key(ids.value(r)),
+            digest: match written.is_null(r) || digests.is_null(r) {
+                false => digests.value(r).try_into().expect("16 bytes"),
+                true => [0; 16],
+            },
+        })
         .collect()
 }
 
@@ -764,13 +784,25 @@ pub fn same_event(
         let d: &FixedSizeBinaryArray = b.column(at).as_fixed_size_binary_opt()?;
         Some(d.value(r).to_vec())
     };
+    // A row stored without the line as written (layouts 1 and 2) is
+    // compared on what its columns keep: the nearest a comparison can come.
+    let legacy = |b: &RecordBatch, r: usize| {
+        let at = b.schema().index_of("as_written").ok();
+        at.is_none_or(|at| b.column(at).is_null(r))
+    };
+    let whole = !legacy(x, i) && !legacy(y, j);
     // Different digests: different values (the digest is of the value).
-    if digests(x, i) != digests(y, j) {
+    if whole && digests(x, i) != digests(y, j) {
         return false;
     }
     for (k, field) in x.schema().fields().iter().enumerate() {
         let name = field.name().as_str();
         if PROVENANCE.contains(&name) || COMPARED_AS_WRITTEN.contains(&name) {
+            continue;
+        }
+        let kept_by_line_only = ["digest", "as_written"].contains(&name)
+            || super::schema::NS_COLUMNS.iter().any(|(ns, _)| *ns == name);
+        if !whole && kept_by_line_only {
             continue;
         }
         let Ok(other) = y.schema().index_of(name) else {

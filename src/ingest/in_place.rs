@@ -248,7 +248,6 @@ fn with_nanoseconds_of_micros(
     Ok(view.into_view())
 }
 
-
 fn listing(paths: &[PathBuf], schema: SchemaRef) -> Result<ListingTable> {
     let urls = paths
         .iter()

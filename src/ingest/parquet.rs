@@ -9,11 +9,11 @@ use super::ndjson::{self, BadLine, Chunk, ParsedChunk, seq_of};
 use super::normalize::NormalizeOptions;
 use super::row::ChunkRows;
 use super::row::{ChunkShape, all_null, share_empty_columns, zeros_for};
+use super::schema::ADDED_IN_LAYOUT_3;
 use super::schema::{
     BAD_LINES, BAD_LINES_V2, EVENTS, EVENTS_V1, EVENTS_V2, EVIDENCE, JSON_COLUMNS, LAYOUT_KEY,
     LAYOUT_V1, LAYOUT_V2, LAYOUT_VERSION, NS_COLUMNS, UNKNOWN_MEMBERS,
 };
-use super::schema::ADDED_IN_LAYOUT_3;
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, FixedSizeBinaryArray, Int32Array, Int64Array, StringArray,
 };
@@ -470,7 +470,10 @@ fn as_events_layout(
             .collect();
         let mut rest = columns.clone();
         rest.remove(at);
-        let rest = RecordBatch::try_new(Arc::new(datafusion::arrow::datatypes::Schema::new(fields)), rest)?;
+        let rest = RecordBatch::try_new(
+            Arc::new(datafusion::arrow::datatypes::Schema::new(fields)),
+            rest,
+        )?;
         columns[at] = Arc::new(super::dedup::digest_of_columns(&rest));
     }
     RecordBatch::try_new(EVENTS.clone(), columns)
@@ -645,25 +648,12 @@ fn renumber(batch: &RecordBatch, col: &str, file_idx: u32, first_row: u64) -> Re
 }
 
 fn converted_events(batch: RecordBatch, file_idx: u32, chunk_idx: u32) -> ParsedChunk {
-    let ids = batch.column_by_name("id").expect("id");
-    let ids = ids
-        .as_any()
-        .downcast_ref::<StringArray>()
-        .expect("id is Utf8");
     let redeliveries = batch.column_by_name("redeliveries").expect("redeliveries");
     let redeliveries = redeliveries
         .as_any()
         .downcast_ref::<Int64Array>()
         .expect("Int64");
-    // The digest `convert` stored with each row (or, for files written
-    // before it was, one made from the row's columns).
-    let digests = super::dedup::row_digests(&batch);
-    let keys = (0..batch.num_rows())
-        .map(|r| super::normalize::Parsed {
-            id_key: super::identity::id_key(ids.value(r)),
-            digest: digests[r],
-        })
-        .collect();
+    let keys = super::dedup::row_keys(&batch);
     let collapsed = redeliveries.values().iter().map(|n| *n as u64).sum::<u64>();
     let lines = batch.num_rows() as u64 + collapsed;
     ParsedChunk {

@@ -139,14 +139,7 @@ fn versions_by_seq(batches: &[RecordBatch]) -> HashMap<i64, i32> {
 
 /// Stored rows as a chunk the dedup takes, keyed by their id and digest.
 fn stored_chunk(batch: RecordBatch, chunk_idx: u32) -> ParsedChunk {
-    let digests = super::dedup::row_digests(&batch);
-    let ids = batch.column(events_col("id")).as_string::<i32>();
-    let keys = (0..batch.num_rows())
-        .map(|r| super::normalize::Parsed {
-            id_key: super::identity::id_key(ids.value(r)),
-            digest: digests[r],
-        })
-        .collect();
+    let keys = super::dedup::row_keys(&batch);
     ParsedChunk {
         file_idx: 0,
         chunk_idx,

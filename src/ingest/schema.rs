@@ -539,7 +539,11 @@ digest FixedSizeBinary(16) true
             .trim()
             .lines()
             .filter(|l| !l.contains("_ns "))
-            .filter(|l| !ADDED_IN_LAYOUT_3.iter().any(|c| l.starts_with(&format!("{c} "))))
+            .filter(|l| {
+                !ADDED_IN_LAYOUT_3
+                    .iter()
+                    .any(|c| l.starts_with(&format!("{c} ")))
+            })
             .collect();
         assert_eq!(columns(&EVENTS_V2), layout_2);
         assert_eq!(EVENTS_V1.fields().len(), layout_2.len());
