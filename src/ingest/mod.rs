@@ -11,6 +11,7 @@ pub mod ndjson;
 pub mod normalize;
 mod number_column;
 pub mod parquet;
+mod parquet_pages;
 pub mod payload;
 pub mod payload_schema;
 mod raw_json;
