@@ -38,6 +38,8 @@ pub struct Page {
     pub values: u64,
     /// Rows of a v2 data page (a v1 page does not say).
     pub rows: Option<u64>,
+    /// A data page whose values are read through the dictionary page.
+    pub dictionary_encoded: bool,
 }
 
 impl Page {
@@ -236,16 +238,15 @@ impl Cursor<'_, '_> {
         }
     }
 
-    /// Fields 1 and 3 of a page's data, dictionary or v2 header when they
-    /// are i32s (the values, and a v2 page's rows); the rest passed over.
-    fn counts(&mut self) -> Result<(Option<i32>, Option<i32>), String> {
-        let (mut first, mut third, mut last) = (None, None, 0);
+    /// The i32 fields 1 to 4 of a page's data, dictionary or v2 header (by
+    /// id: values, encodings, a v2 page's rows); the rest passed over.
+    fn counts(&mut self) -> Result<Fields, String> {
+        let (mut fields, mut last) = (Fields::default(), 0);
         loop {
             let (kind, id) = self.field(last)?;
             match (id, kind) {
-                (_, STOP) => return Ok((first, third)),
-                (1, I32) => first = Some(self.i32()?),
-                (3, I32) => third = Some(self.i32()?),
+                (_, STOP) => return Ok(fields),
+                (1..=4, I32) => fields[id as usize] = Some(self.i32()?),
                 (1, _) => return Err("its value count is not an i32".into()),
                 _ => self.skip_value(kind, 1)?,
             }
@@ -277,16 +278,23 @@ impl Cursor<'_, '_> {
     }
 }
 
+/// The i32 fields of a nested header, by id (0 unused).
+type Fields = [Option<i32>; 5];
+
 /// A page header's fields as read, before they are checked.
 #[derive(Default)]
 struct RawHeader {
     kind: Option<i32>,
     uncompressed: Option<i32>,
     compressed: Option<i32>,
-    data: Option<(Option<i32>, Option<i32>)>,
-    dictionary: Option<(Option<i32>, Option<i32>)>,
-    v2: Option<(Option<i32>, Option<i32>)>,
+    data: Option<Fields>,
+    dictionary: Option<Fields>,
+    v2: Option<Fields>,
 }
+
+/// Encodings whose values are read through the dictionary page.
+const PLAIN_DICTIONARY: i32 = 2;
+const RLE_DICTIONARY: i32 = 8;
 
 impl RawHeader {
     /// The page it describes, at `offset` with a header of `header_len`
@@ -298,23 +306,34 @@ impl RawHeader {
         };
         let uncompressed = size(self.uncompressed, "uncompressed size")?;
         let compressed = size(self.compressed, "compressed size")?;
-        let counts = |h: Option<(Option<i32>, Option<i32>)>, what: &str| {
-            h.ok_or_else(|| format!("it has no {what} header"))
-        };
-        let (kind, values, rows) = match self.kind {
+        let fields =
+            |h: Option<Fields>, what: &str| h.ok_or_else(|| format!("it has no {what} header"));
+        let by_dictionary = |e: Option<i32>| matches!(e, Some(PLAIN_DICTIONARY | RLE_DICTIONARY));
+        let (kind, values, rows, dictionary_encoded) = match self.kind {
             Some(0) => {
-                let (values, _) = counts(self.data, "data page")?;
-                (PageKind::Data, size(values, "value count")?, None)
+                let f = fields(self.data, "data page")?;
+                (
+                    PageKind::Data,
+                    size(f[1], "value count")?,
+                    None,
+                    by_dictionary(f[2]),
+                )
             }
-            Some(1) => (PageKind::Index, 0, None),
+            Some(1) => (PageKind::Index, 0, None, false),
             Some(2) => {
-                let (values, _) = counts(self.dictionary, "dictionary page")?;
-                (PageKind::Dictionary, size(values, "value count")?, None)
+                let f = fields(self.dictionary, "dictionary page")?;
+                (
+                    PageKind::Dictionary,
+                    size(f[1], "value count")?,
+                    None,
+                    false,
+                )
             }
             Some(3) => {
-                let (values, rows) = counts(self.v2, "v2 data page")?;
-                let rows = size(rows, "row count")?;
-                (PageKind::DataV2, size(values, "value count")?, Some(rows))
+                let f = fields(self.v2, "v2 data page")?;
+                let rows = size(f[3], "row count")?;
+                let values = size(f[1], "value count")?;
+                (PageKind::DataV2, values, Some(rows), by_dictionary(f[4]))
             }
             Some(k) => return Err(format!("its page type {k} is unknown")),
             None => return Err("it has no page type".into()),
@@ -327,6 +346,7 @@ impl RawHeader {
             uncompressed,
             values,
             rows,
+            dictionary_encoded,
         })
     }
 }
@@ -396,21 +416,26 @@ pub fn chunk_range(chunk: &ColumnChunkMetaData) -> Result<Range<u64>, String> {
     }
 }
 
+/// A page may hold this many lines' worth and be decoded: a page holds
+/// many rows, and writers check its size only every thousand values or so
+/// (DuckDB's pages reach 100 MB), so honest pages outgrow one line.
+pub const PAGE_LINES: u64 = 8;
+
 /// Pages a row group's chunks may list in an offset index of ours, in all:
 /// more are not indexed (memory), and then no page of it can be skipped.
 const MAX_INDEXED_PAGES: usize = 1 << 20;
-/// Pages over the limit a chunk may hold before its row group is refused
-/// whole rather than page by page.
+/// Runs of pages not to decode a chunk may hold before its row group is
+/// refused whole rather than page by page.
 const MAX_OVER_PAGES: usize = 4096;
 
 /// What one column chunk's page headers say, for deciding which rows of
 /// its row group can be decoded.
 #[derive(Debug, Default)]
 pub struct ChunkPages {
-    /// Bytes the decoder holds for its pages within the limit.
+    /// Bytes the decoder holds for its pages to decode.
     pub bytes: u64,
-    /// Its pages within the limit (all of them when they are to be
-    /// decoded), merged where they touch: what to fetch of a remote chunk.
+    /// Its pages to decode (all of them when nothing is skipped), merged
+    /// where they touch: what to fetch of a remote chunk.
     pub needed: Vec<Range<u64>>,
     /// Why its pages cannot be read at all.
     error: Option<String>,
@@ -418,10 +443,11 @@ pub struct ChunkPages {
     locations: Vec<PageLocation>,
     /// Why `locations` is not an offset index of the chunk.
     unindexed: Option<String>,
-    /// A dictionary page over the limit.
+    /// A dictionary page over the limit: never read; the data pages that
+    /// need it are skipped, the others read without it.
     dictionary_over: Option<Page>,
-    /// Data pages over the limit, with their rows in the row group when
-    /// known.
+    /// Data pages not to decode, with their rows in the row group when
+    /// known: over the limit themselves, or needing `dictionary_over`.
     over: Vec<(Option<Range<u64>>, Page)>,
     /// Rows counted from the data pages so far (None once one does not say).
     rows: Option<u64>,
@@ -463,8 +489,10 @@ impl ChunkPages {
     }
 
     fn visit(&mut self, page: Page, repeated: bool, limit: u64, indexed: &mut usize) {
-        let over = page.bytes() > limit;
-        if !over {
+        let is_data = matches!(page.kind, PageKind::Data | PageKind::DataV2);
+        let skipped = page.bytes() > limit
+            || (is_data && page.dictionary_encoded && self.dictionary_over.is_some());
+        if !skipped {
             self.bytes = self.bytes.saturating_add(page.bytes());
             match self.needed.last_mut() {
                 Some(last) if last.end == page.offset => last.end = page.range().end,
@@ -486,7 +514,7 @@ impl ChunkPages {
                 } else {
                     self.unindex("a dictionary page follows its first page");
                 }
-                if over {
+                if skipped {
                     self.dictionary_over.get_or_insert(page);
                 }
                 return;
@@ -501,13 +529,17 @@ impl ChunkPages {
         if self.rows.is_none() {
             self.unindex("it repeats values and its pages do not say which rows they hold");
         }
-        if over {
-            if self.over.len() >= MAX_OVER_PAGES {
-                self.error.get_or_insert_with(|| {
-                    format!("it holds more than {MAX_OVER_PAGES} pages over the limit")
-                });
-            } else {
-                self.over.push((rows.clone(), page.clone()));
+        if skipped {
+            let runs = self.over.len();
+            match (self.over.last_mut(), &rows) {
+                // Runs of pages skipped are one entry (the first page kept).
+                (Some((Some(last), _)), Some(r)) if last.end == r.start => last.end = r.end,
+                _ if runs >= MAX_OVER_PAGES => {
+                    self.error.get_or_insert_with(|| {
+                        format!("more than {MAX_OVER_PAGES} runs of its pages cannot be decoded")
+                    });
+                }
+                _ => self.over.push((rows.clone(), page.clone())),
             }
         }
         // An offset index takes all before its first data page for the
@@ -539,6 +571,22 @@ impl ChunkPages {
         // Of no use any more.
         self.locations = Vec::new();
     }
+
+    /// Why a page of it is not decoded.
+    fn why(&self, page: &Page, name: &GroupName, leaf: usize) -> String {
+        match &self.dictionary_over {
+            Some(dictionary) if page.bytes() <= name.limit => format!(
+                "its pages of column {} need its dictionary page, which {}",
+                (name.column)(leaf),
+                name.over(dictionary)
+            ),
+            _ => format!(
+                "its page of column {} {}",
+                (name.column)(leaf),
+                name.over(page)
+            ),
+        }
+    }
 }
 
 /// What can be decoded of a row group.
@@ -548,11 +596,13 @@ pub enum GroupPlan {
     Read { bytes: u64 },
     /// Every row but those in `skip` (rows within the group, and why), read
     /// page by page through `index` (an offset index for each of the
-    /// file's leaves; empty for leaves not read).
+    /// file's leaves; empty for leaves not read), without the dictionary
+    /// page of the leaves in `undictionaried`.
     Partial {
         bytes: u64,
         skip: Vec<(Range<u64>, String)>,
         index: Vec<OffsetIndexMetaData>,
+        undictionaried: Vec<usize>,
     },
     /// No row: why.
     Reject(String),
@@ -566,7 +616,7 @@ pub struct GroupName<'a> {
     pub first_row: u64,
     /// A leaf column's name.
     pub column: &'a dyn Fn(usize) -> String,
-    /// What the page limit is, for reasons.
+    /// The page limit, for reasons.
     pub limit: u64,
 }
 
@@ -581,11 +631,9 @@ impl GroupName<'_> {
         }
     }
 
-    fn over(&self, leaf: usize, page: &Page, what: &str) -> String {
+    fn over(&self, page: &Page) -> String {
         format!(
-            "{what} of column {} holds {} bytes, over the {}-byte limit for one page \
-             (4 x --max-line-bytes)",
-            (self.column)(leaf),
+            "holds {} bytes, over the {}-byte limit for one page ({PAGE_LINES} x --max-line-bytes)",
             page.bytes(),
             self.limit
         )
@@ -614,19 +662,26 @@ pub fn plan_group(
             ));
         }
     }
-    for (leaf, c) in &chunks {
-        if let Some(page) = &c.dictionary_over {
-            return GroupPlan::Reject(format!(
-                "{}: {}, and every row of the group may need it; not decoded",
-                name.rows(&all),
-                name.over(*leaf, page, "the dictionary page")
-            ));
-        }
-    }
-    let Some((first_leaf, first_over)) = chunks
-        .iter()
-        .find_map(|(leaf, c)| c.over.first().map(|(_, p)| (*leaf, p)))
-    else {
+    let first_skipped = chunks.iter().find_map(|(leaf, c)| {
+        let page = c
+            .over
+            .first()
+            .map(|(_, p)| p)
+            .or(c.dictionary_over.as_ref())?;
+        Some(match &c.dictionary_over {
+            Some(dictionary) => format!(
+                "the dictionary page of column {} {}",
+                (name.column)(*leaf),
+                name.over(dictionary)
+            ),
+            None => format!(
+                "a page of column {} {}",
+                (name.column)(*leaf),
+                name.over(page)
+            ),
+        })
+    });
+    let Some(first_skipped) = first_skipped else {
         return GroupPlan::Read { bytes };
     };
     // Pages of every chunk must be indexed by row to skip some of them.
@@ -642,10 +697,9 @@ pub fn plan_group(
     });
     if let Some(why) = unindexed {
         return GroupPlan::Reject(format!(
-            "{}: {}, and which rows it holds cannot be told without decoding it ({why}); \
-             no row of the group was decoded",
+            "{}: {first_skipped}, and which rows need it cannot be told without decoding \
+             ({why}); no row of the group was decoded",
             name.rows(&all),
-            name.over(first_leaf, first_over, "a page")
         ));
     }
     let mut over: Vec<(Range<u64>, String)> = chunks
@@ -653,13 +707,14 @@ pub fn plan_group(
         .flat_map(|(leaf, c)| {
             c.over.iter().filter_map(move |(r, page)| {
                 let r = r.clone()?;
-                Some((r.clone(), name.over(*leaf, page, "its page")))
+                Some((r, c.why(page, name, *leaf)))
             })
         })
         .filter(|(r, _)| !r.is_empty())
         .collect();
     over.sort_by_key(|(r, _)| (r.start, r.end));
-    // Overlapping pages of different columns: one range, the first reason.
+    // Pages that touch or overlap (of one column or several): one range,
+    // the first reason.
     let mut skip: Vec<(Range<u64>, String)> = Vec::new();
     for (r, why) in over {
         match skip.last_mut() {
@@ -680,12 +735,21 @@ pub fn plan_group(
             unencoded_byte_array_data_bytes: None,
         })
         .collect();
+    let mut undictionaried = Vec::new();
     for (leaf, c) in chunks {
+        if c.dictionary_over.is_some() {
+            undictionaried.push(leaf);
+        }
         if let Some(slot) = index.get_mut(leaf) {
             slot.page_locations = c.locations;
         }
     }
-    GroupPlan::Partial { bytes, skip, index }
+    GroupPlan::Partial {
+        bytes,
+        skip,
+        index,
+        undictionaried,
+    }
 }
 
 #[cfg(test)]
@@ -896,6 +960,7 @@ mod tests {
                 uncompressed: 100,
                 values: 10,
                 rows: None,
+                dictionary_encoded: false,
             }]
         );
     }
