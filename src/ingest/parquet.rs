@@ -212,9 +212,13 @@ fn open(input: &Input, threads: usize, limits: Limits) -> Opened {
     let skip_empty = matches!(kind, Kind::Events);
     let (mut pieces, mut error) = match &input.object {
         Some(object) => {
+            // A chunk no larger than a page may be costs no more to fetch
+            // than to decode; a larger one could hide a page that is not to
+            // be read (a 1 GiB value that does not compress), so its pages
+            // are looked at first, at a request each.
             let remote = Remote {
                 object,
-                whole_up_to: limits.line,
+                whole_up_to: limits.page,
             };
             decode(&footer, &remote, threads, skip_empty, limits)
         }
