@@ -13,6 +13,8 @@ pub mod ndjson;
 pub mod normalize;
 mod number_column;
 pub mod parquet;
+mod parquet_pages;
+mod parquet_rows;
 pub mod payload;
 pub mod payload_schema;
 mod raw_json;

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 /// Bytes per chunk handed to a worker.
 const CHUNK_BYTES: usize = 4 << 20;
 /// Longest rejection reason kept (it may quote the offending value).
-const MAX_REASON_CHARS: usize = 400;
+pub const MAX_REASON_CHARS: usize = 400;
 /// Lines longer than this are rejected without being held in memory.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 16 << 20;
 
