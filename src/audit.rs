@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::Int64Type;
 use datafusion::prelude::SessionContext;
+use futures::future::BoxFuture;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -245,20 +246,68 @@ pub(crate) async fn audit_ingested(
     catalog: &Catalog,
     ingested: &Ingested,
 ) -> Result<Report, AuditError> {
-    let ctx = engine::session(&cfg.rule_engine_options())?;
-    engine::register_tables(&ctx, ingested)?;
+    let mut catalog = catalog.clone();
     // `ev` as a table indexed by event type, with integer task keys,
     // unless a user view replaced it.
-    let mut catalog = catalog.clone();
-    if catalog.remove_embedded_view("ev") {
+    let indexed = catalog.remove_embedded_view("ev");
+    let ctx = loaded_session(cfg, &ingested.events, ingested, indexed)?;
+    let mut inputs = ingested.inputs.clone();
+    inputs.extend(ingested.skipped.iter().map(skipped_input));
+    let later = LoadedReadings {
+        cfg,
+        ingested,
+        indexed,
+    };
+    audit_session(cfg, &catalog, &ctx, inputs, &Materialize::InMemory, &later).await
+}
+
+/// A session over loaded tables whose `events` are `events` (the log's,
+/// or a reading's of them), with `ev` indexed when `indexed`.
+fn loaded_session(
+    cfg: &AuditConfig,
+    events: &[datafusion::arrow::record_batch::RecordBatch],
+    ingested: &Ingested,
+    indexed: bool,
+) -> Result<SessionContext, AuditError> {
+    let ctx = engine::session(&cfg.rule_engine_options())?;
+    let tables = Ingested {
+        events: events.to_vec(),
+        evidence: ingested.evidence.clone(),
+        bad_lines: ingested.bad_lines.clone(),
+        ..Default::default()
+    };
+    engine::register_tables(&ctx, &tables)?;
+    if indexed {
         let started = std::time::Instant::now();
-        let table = rules::ev_table::EvTable::new(&ctx, &ingested.events)?;
+        let table = rules::ev_table::EvTable::new(&ctx, events)?;
         crate::progress::timing("view", "ev (indexed)", started);
         ctx.register_table("ev", Arc::new(table))?;
     }
-    let mut inputs = ingested.inputs.clone();
-    inputs.extend(ingested.skipped.iter().map(skipped_input));
-    audit_session(cfg, &catalog, &ctx, inputs, &Materialize::InMemory).await
+    engine::register_settings(&ctx, &cfg.rule_settings())?;
+    Ok(ctx)
+}
+
+/// The readings of later versions of a loaded audit: the loaded batches,
+/// their version numbers swapped.
+struct LoadedReadings<'a> {
+    cfg: &'a AuditConfig,
+    ingested: &'a Ingested,
+    indexed: bool,
+}
+
+impl rules::readings::Sessions for LoadedReadings<'_> {
+    fn session<'a>(
+        &'a self,
+        swaps: &'a rules::readings::Swaps,
+        _reading: u32,
+    ) -> BoxFuture<'a, datafusion::error::Result<(SessionContext, Materialize)>> {
+        Box::pin(async move {
+            let events = rules::readings::swapped_batches(&self.ingested.events, swaps);
+            let ctx = loaded_session(self.cfg, &events, self.ingested, self.indexed)
+                .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+            Ok((ctx, Materialize::InMemory))
+        })
+    }
 }
 
 /// Run the rules over `convert`'s Parquet where it lies: every query scans
@@ -284,7 +333,7 @@ pub(crate) async fn audit_parquet_inputs(
     let ctx = engine::session(&cfg.rule_engine_options())?;
     let dir = cfg.spill_dir_or_default();
     let views = Materialize::OnDisk(Arc::new(rules::ViewFiles::in_dir(dir)));
-    audit_files(cfg, catalog, &ctx, files, &views).await
+    audit_files(cfg, catalog, &ctx, files, &views, None).await
 }
 
 /// Register `convert`'s files found by `scan_inputs` in `ctx` and audit them.
@@ -294,11 +343,83 @@ async fn audit_files(
     ctx: &SessionContext,
     files: &crate::ingest::in_place::ParquetInputs,
     materialize: &Materialize,
+    cluster: Option<&str>,
 ) -> Result<Report, AuditError> {
-    crate::ingest::in_place::register_tables(ctx, files).await?;
-    let mut inputs = files.inputs.clone();
+    register_files(ctx, files, materialize).await?;
+    let mut inputs = files.inputs_as_read();
     inputs.extend(files.skipped.iter().map(skipped_input));
-    audit_session(cfg, catalog, ctx, inputs, materialize).await
+    engine::register_settings(ctx, &cfg.rule_settings())?;
+    let later = FileReadings {
+        cfg,
+        files,
+        cluster,
+    };
+    audit_session(cfg, catalog, ctx, inputs, materialize, &later).await
+}
+
+/// `convert`'s files registered in `ctx`; on a cluster, the kept rows of
+/// ids stored by more than one run are written to the audit's scratch
+/// place for the executors to read.
+pub async fn register_files(
+    ctx: &SessionContext,
+    files: &crate::ingest::in_place::ParquetInputs,
+    materialize: &Materialize,
+) -> datafusion::error::Result<()> {
+    use crate::ingest::in_place::register_tables_placing;
+    match materialize {
+        Materialize::OnCluster(scratch) => {
+            let place = |rows: &[datafusion::arrow::record_batch::RecordBatch]| {
+                scratch.write_rows("events_kept", rows)
+            };
+            register_tables_placing(ctx, files, Some(&place)).await
+        }
+        _ => register_tables_placing(ctx, files, None).await,
+    }
+}
+
+/// The readings of later versions of an audit of `convert`'s files (in
+/// place or on a cluster): `events` a view over the files, its version
+/// numbers swapped, and the views written to a place of the reading's own.
+struct FileReadings<'a> {
+    cfg: &'a AuditConfig,
+    files: &'a crate::ingest::in_place::ParquetInputs,
+    /// The cluster's scheduler, when the audit runs on one.
+    cluster: Option<&'a str>,
+}
+
+impl rules::readings::Sessions for FileReadings<'_> {
+    fn session<'a>(
+        &'a self,
+        swaps: &'a rules::readings::Swaps,
+        _reading: u32,
+    ) -> BoxFuture<'a, datafusion::error::Result<(SessionContext, Materialize)>> {
+        use datafusion::error::DataFusionError;
+        Box::pin(async move {
+            let (ctx, materialize) = match self.cluster {
+                #[cfg(feature = "cluster")]
+                Some(url) => {
+                    let failed = |e: anyhow::Error| DataFusionError::Execution(format!("{e:#}"));
+                    let ctx = crate::cluster::connect(url).await.map_err(failed)?;
+                    (ctx, cluster_scratch(self.cfg).map_err(failed)?)
+                }
+                _ => {
+                    let ctx = engine::session(&self.cfg.rule_engine_options())?;
+                    let dir = self.cfg.spill_dir_or_default();
+                    let views = Materialize::OnDisk(Arc::new(rules::ViewFiles::in_dir(dir)));
+                    (ctx, views)
+                }
+            };
+            register_files(&ctx, self.files, &materialize).await?;
+            if let Some(all) = ctx.deregister_table("events")? {
+                ctx.register_table("events_every_version", all)?;
+                let view = rules::readings::swapped_view("events_every_version", swaps);
+                ctx.register_table("events", ctx.sql(&view).await?.into_view())?;
+            }
+            engine::register_settings(&ctx, &self.cfg.rule_settings())
+                .map_err(|e| DataFusionError::External(Box::new(e)))?;
+            Ok((ctx, materialize))
+        })
+    }
 }
 
 /// Run the rules on a Ballista cluster (`df://HOST:PORT`) over Parquet
@@ -317,7 +438,7 @@ pub(crate) async fn audit_cluster(
     let views = cluster_scratch(cfg).map_err(usage)?;
     let run = async {
         let ctx = crate::cluster::connect(url).await.map_err(usage)?;
-        audit_files(cfg, catalog, &ctx, &files, &views).await
+        audit_files(cfg, catalog, &ctx, &files, &views, Some(url)).await
     };
     let disturbed = |cause: &str| Disturbed {
         url: url.to_string(),
@@ -375,7 +496,7 @@ pub struct Disturbed {
 /// hidden, so no later scan of the inputs reads it, and removed when the
 /// audit ends, fails or is interrupted.
 #[cfg(feature = "cluster")]
-fn cluster_scratch(cfg: &AuditConfig) -> anyhow::Result<Materialize> {
+pub fn cluster_scratch(cfg: &AuditConfig) -> anyhow::Result<Materialize> {
     use anyhow::Context;
     use rules::Scratch;
     if cfg.spill_dir.is_none()
@@ -484,14 +605,16 @@ async fn audit_session(
     ctx: &SessionContext,
     inputs: Vec<InputSummary>,
     materialize: &Materialize,
+    later: &dyn rules::readings::Sessions,
 ) -> Result<Report, AuditError> {
-    engine::register_settings(ctx, &cfg.rule_settings())?;
     let bar = crate::progress::rules_bar(cfg.progress, catalog.rules.len());
     let window = rules::Window {
         since: cfg.since,
         until: cfg.until,
     };
-    let run = rules::run(ctx, catalog, materialize, &bar, window).await;
+    let run = rules::run(ctx, catalog, materialize, &bar, window, Some(later)).await;
+    let windowed = cfg.since.is_some() || cfg.until.is_some();
+    let outside_window = windowed.then_some(run.outside_window);
     let mut rule_errors = run.errors;
     let findings = run.findings;
     // A count that fails is reported beside the rules that failed (the
@@ -517,6 +640,8 @@ async fn audit_session(
         findings,
         rule_errors,
         timeline_buckets,
+        outside_window,
+        readings: run.readings,
     })
 }
 
@@ -539,7 +664,7 @@ async fn buckets(
     let n = ((range + width - 1) / width) as usize;
     let sql = format!(
         "SELECT (created_us - {min}) / {width} AS bucket, count(*) AS n \
-         FROM events GROUP BY (created_us - {min}) / {width}"
+         FROM events WHERE version = 1 GROUP BY (created_us - {min}) / {width}"
     );
     let mut out: Vec<TimeBucket> = (0..n)
         .map(|i| {

@@ -113,6 +113,12 @@ pub struct Finding {
     /// Against `--baseline`: new, or unchanged since the baseline report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline_state: Option<BaselineState>,
+    /// Set when the finding rests on a conflicting copy: it arises only when
+    /// this version of the conflicting ids it cites is read instead of
+    /// version 1 (docs/protocol.md, "A conflicting copy cannot hide
+    /// evidence").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rests_on_version: Option<u32>,
 }
 
 /// The suppression-file entry that accepted a finding.

@@ -209,10 +209,9 @@ pub(crate) struct Place {
     pub id: Option<Box<str>>,
     pub source: Option<Arc<str>>,
     pub session_id: Option<Arc<str>>,
-    /// What tells apart places that share an id or have none, without
-    /// naming where they are: a digest of the version and instant of an
-    /// event, or of the reason and text of a rejected line.
-    pub content: u64,
+    /// What the event says, hashed: its `digest` (of its JSON value), or a
+    /// rejected line's (of its bytes). Never where it is.
+    pub content: [u8; 16],
     pub event_type: Arc<str>,
     pub task_id: Option<Arc<str>>,
     pub file: Arc<str>,
@@ -261,6 +260,13 @@ impl Places {
         }
     }
 
+    /// Set the content of the place found for `seq`.
+    pub fn set_content(&mut self, seq: i64, content: [u8; 16]) {
+        if let Some(Some(place)) = self.index(seq).map(|i| &mut self.found[i]) {
+            place.content = content;
+        }
+    }
+
     /// Forget the places no kept row cites.
     fn keep_only(&mut self, cited: &HashSet<i64>) {
         for (seq, slot) in self.seqs.iter().zip(self.found.iter_mut()) {
@@ -300,10 +306,12 @@ pub(crate) struct Row {
     pub task_id: Option<Arc<str>>,
     pub message: Box<str>,
     pub seqs: Box<[i64]>,
+    /// The reading of later versions that yields it (none: version 1's).
+    pub reading: Option<u32>,
     /// Filled by `Compact::new` from the places: the earliest instant, the
     /// fingerprint, and the first cited place found.
     at: Option<DateTime<Utc>>,
-    fingerprint: u128,
+    fingerprint: [u8; 16],
     first: Option<i64>,
 }
 
@@ -321,8 +329,9 @@ impl Row {
             task_id,
             message,
             seqs,
+            reading: None,
             at: None,
-            fingerprint: 0,
+            fingerprint: [0; 16],
             first: None,
         }
     }
@@ -333,11 +342,15 @@ pub(crate) struct Compact {
     rules: Vec<RuleLabel>,
     rows: Vec<Row>,
     places: Places,
+    /// Rows left out for lying outside the `--since`/`--until` window.
+    pub outside_window: u64,
 }
 
 impl Compact {
-    /// Resolve each row's instant and fingerprint, keep those whose instant
-    /// lies in `[since, until]` (rows without one always stay), and sort.
+    /// Resolve each row's instant and fingerprint, keep those that cite an
+    /// event inside `[since, until]` (rows citing no instant always stay:
+    /// a forged event dated elsewhere cannot take a finding out of the
+    /// window), and sort.
     pub fn new(
         rules: Vec<RuleLabel>,
         mut rows: Vec<Row>,
@@ -345,17 +358,25 @@ impl Compact {
         since: Option<DateTime<Utc>>,
         until: Option<DateTime<Utc>>,
     ) -> Compact {
-        for r in &mut rows {
+        let inside =
+            |t: DateTime<Utc>| since.is_none_or(|s| t >= s) && until.is_none_or(|u| t <= u);
+        let mut outside = std::collections::HashSet::new();
+        for (i, r) in rows.iter_mut().enumerate() {
             let found: Vec<&Place> = r.seqs.iter().filter_map(|s| places.get(*s)).collect();
             r.at = found.iter().filter_map(|p| p.at).min();
             r.first = r.seqs.iter().copied().find(|s| places.get(*s).is_some());
             let label = &rules[r.rule as usize];
             r.fingerprint = fingerprint(&label.id, r.task_id.as_deref(), &r.message, &found);
+            let mut instants = found.iter().filter_map(|p| p.at).peekable();
+            if instants.peek().is_some() && !instants.any(inside) {
+                outside.insert(i);
+            }
         }
-        rows.retain(|r| {
-            let after = since.is_none_or(|s| r.at.is_none_or(|t| t >= s));
-            let before = until.is_none_or(|u| r.at.is_none_or(|t| t <= u));
-            after && before
+        let outside_window = outside.len() as u64;
+        let mut index = 0;
+        rows.retain(|_| {
+            index += 1;
+            !outside.contains(&(index - 1))
         });
         // Finding::sort_key, with the fingerprint's number for its hex text.
         let first = |r: &Row| {
@@ -385,6 +406,7 @@ impl Compact {
             rules,
             rows,
             places,
+            outside_window,
         }
     }
 
@@ -453,10 +475,11 @@ impl Compact {
             event_ids,
             locations,
             at: r.at,
-            fingerprint: format!("{:032x}", r.fingerprint),
+            fingerprint: hex(&r.fingerprint),
             timeline,
             suppression: None,
             baseline_state: None,
+            rests_on_version: r.reading,
         }
     }
 }
@@ -473,31 +496,40 @@ fn first_of_each<T: Eq + Hash + Copy>(items: impl Iterator<Item = T>) -> Vec<T> 
     items.filter(|item| seen.insert(*item)).collect()
 }
 
-/// Stable across runs, paths and machines: the rule, the task, the events
-/// (by id) and the message, never seq numbers, file names or line numbers.
-/// One rule may report several checks on the same events (one message
-/// each), so the message is part of it, with every `file:line` of a cited
-/// place taken out (two rules name them). When one id stands for several
-/// versions (conflicting duplicates), or places have no id (rejected lines),
-/// their content tells the findings apart.
-fn fingerprint(rule: &str, task: Option<&str>, message: &str, places: &[&Place]) -> u128 {
-    let mut ids = distinct_ids(places);
+/// Lower-case hexadecimal.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The version of the fingerprints below, written in every JSON report: a
+/// baseline with fingerprints of another version cannot be compared.
+pub const FINGERPRINT_VERSION: u32 = 3;
+
+/// Stable across runs, paths and machines, and owned by the content: the
+/// rule, the task, the message (with every `file:line` of a cited place
+/// taken out: two rules name them; one rule may report several checks on
+/// the same events, one message each) and what every cited event says
+/// (its digest: id, source, session, payload, every member), never seqs,
+/// files, lines or order. A new act that copies an old one's ids but not
+/// its content is another finding. BLAKE3: no one can make a new act
+/// wear an old finding's fingerprint.
+fn fingerprint(rule: &str, task: Option<&str>, message: &str, places: &[&Place]) -> [u8; 16] {
     let message = without_places(message, places);
-    let mut key = format!("{rule}\u{0}{}\u{0}{message}", task.unwrap_or(""));
-    let distinct = ids.len();
-    ids.sort_unstable();
-    for id in ids {
-        key.push('\u{0}');
-        key.push_str(id);
+    let mut h = blake3::Hasher::new();
+    h.update(format!("hvaudit/v{FINGERPRINT_VERSION}").as_bytes());
+    for part in [rule, task.unwrap_or(""), &message] {
+        h.update(&(part.len() as u64).to_le_bytes());
+        h.update(part.as_bytes());
     }
-    if places.len() > distinct {
-        let mut contents: Vec<u64> = places.iter().map(|p| p.content).collect();
-        contents.sort_unstable();
-        for c in contents {
-            key.push_str(&format!("\u{0}{c:016x}"));
-        }
+    let mut contents: Vec<[u8; 16]> = places.iter().map(|p| p.content).collect();
+    contents.sort_unstable();
+    contents.dedup();
+    for c in contents {
+        h.update(&c);
     }
-    xxhash_rust::xxh3::xxh3_128(key.as_bytes())
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&h.finalize().as_bytes()[..16]);
+    out
 }
 
 /// `message` with each cited place's `file:line` replaced by a mark. Only
@@ -529,7 +561,9 @@ mod tests {
             id: Some(id.into()),
             source: Some("agent:a".into()),
             session_id: None,
-            content: at_us as u64,
+            content: blake3::hash(format!("{id} {at_us}").as_bytes()).as_bytes()[..16]
+                .try_into()
+                .unwrap(),
             event_type: "vendor.x".into(),
             task_id: None,
             file: file.into(),

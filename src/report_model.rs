@@ -34,6 +34,10 @@ pub struct InputSummary {
     pub lines: u64,
     /// Distinct events (first occurrences of an (id, content) pair).
     pub events: u64,
+    /// Later versions of an id already seen: the same id with other
+    /// content (conflicting copies, `integrity.conflicting_duplicate`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub conflicting_copies: u64,
     /// Exact repeats of an event already seen, collapsed.
     pub redeliveries: u64,
     /// Lines rejected into bad_lines.
@@ -51,7 +55,7 @@ pub struct InputSummary {
 
 impl InputSummary {
     pub fn identity_holds(&self) -> bool {
-        self.lines == self.events + self.redeliveries + self.bad_lines
+        self.lines == self.events + self.conflicting_copies + self.redeliveries + self.bad_lines
     }
 
     /// The sum of several inputs' figures, named "total".
@@ -64,6 +68,7 @@ impl InputSummary {
             t.bytes += i.bytes;
             t.lines += i.lines;
             t.events += i.events;
+            t.conflicting_copies += i.conflicting_copies;
             t.redeliveries += i.redeliveries;
             t.bad_lines += i.bad_lines;
             t.bad_lines_unlisted += i.bad_lines_unlisted;
@@ -71,6 +76,18 @@ impl InputSummary {
         }
         t
     }
+}
+
+/// The readings of later versions an audit made (docs/protocol.md, "A
+/// conflicting copy cannot hide evidence").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadingsMade {
+    /// Ids with more than one version.
+    pub ids: u64,
+    /// Readings made (of versions 2, 3, ...).
+    pub readings: u32,
+    /// Ids with more versions than the last reading reaches (the 16th).
+    pub past_the_last: u64,
 }
 
 /// The time span covered by the audited events.
@@ -105,6 +122,14 @@ pub struct Report {
     /// the baseline.
     #[serde(default)]
     pub gate: Gate,
+    /// With `--since`/`--until`: the findings left out because none of
+    /// the events they cite lies in the window.
+    #[serde(default)]
+    pub outside_window: Option<u64>,
+    /// When the log holds conflicting ids: the readings of their later
+    /// versions that were made.
+    #[serde(default)]
+    pub readings: Option<ReadingsMade>,
 }
 
 /// What decides the exit code besides the findings themselves.

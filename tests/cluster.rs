@@ -102,6 +102,43 @@ fn findings_on_a_two_executor_cluster_equal_the_local_run() {
     assert_eq!(scratch_dirs(&out), Vec::<PathBuf>::new());
 }
 
+/// Events 1 ns apart in reverse file order, a deadline missed by 1 ns,
+/// years past int64 nanoseconds: the cluster orders them as a local audit
+/// does (`order_ns.rs`).
+#[test]
+fn nanosecond_order_on_the_cluster_is_the_local_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, parquet) = crate::order_ns::log_and_parquet(dir.path());
+    let cluster = on_cluster(&parquet).expect("cluster audit runs");
+    assert_eq!(
+        crate::order_ns::findings(&cluster),
+        crate::order_ns::expected()
+    );
+    assert_eq!(
+        serde_json::to_value(&cluster.findings).unwrap(),
+        serde_json::to_value(&local(&parquet).findings).unwrap()
+    );
+}
+
+/// Parquet of a layout before the nanosecond columns reads them as its
+/// microseconds on the cluster too (a view over the files), as a local
+/// audit does.
+#[test]
+fn layout_2_parquet_on_the_cluster_is_the_local_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, parquet) = crate::order_ns::log_and_parquet(dir.path());
+    crate::roundtrip::downgrade(&parquet, "2");
+    let local = local(&parquet);
+    let cluster = on_cluster(&parquet).expect("cluster audit runs");
+    assert!(cluster.rule_errors.is_empty(), "{:?}", cluster.rule_errors);
+    assert_eq!(
+        serde_json::to_value(&cluster.findings).unwrap(),
+        serde_json::to_value(&local.findings).unwrap()
+    );
+    // to the microsecond, the 1 ns late save is on time
+    assert!(!local.findings.iter().any(|f| f.rule == "checkpoint.late"));
+}
+
 /// The `.hvaudit-*` entries directly in `dir` (where a cluster audit has
 /// its views written when no --spill-dir is given).
 fn scratch_dirs(dir: &Path) -> Vec<PathBuf> {

@@ -77,6 +77,7 @@ fn sample() -> Report {
             session_id: Some("sess-<1>".into()),
             suppression: None,
             baseline_state: Some(BaselineState::New),
+            rests_on_version: None,
             timeline: vec![
                 entry(t(5, 120), "evt-1", "task.completed", Some("task-1"), a, 3),
                 entry(t(6, 0), "evt-2", "task.completed", Some("task-1"), a, 9),
@@ -102,6 +103,7 @@ fn sample() -> Report {
                 expires: Some("2999-12-31".into()),
             }),
             baseline_state: Some(BaselineState::Unchanged),
+            rests_on_version: None,
             timeline: vec![entry(t(7, 0), "evt-\x1b[2J", "handoff</script>", Some("task-</script>-2"), b, 1)],
         },
         Finding {
@@ -118,6 +120,7 @@ fn sample() -> Report {
             session_id: None,
             suppression: None,
             baseline_state: Some(BaselineState::Unchanged),
+            rests_on_version: None,
             timeline: vec![],
         },
         Finding {
@@ -134,6 +137,7 @@ fn sample() -> Report {
             session_id: None,
             suppression: None,
             baseline_state: Some(BaselineState::Unchanged),
+            rests_on_version: None,
             timeline: vec![],
         },
     ];
@@ -187,6 +191,8 @@ fn sample() -> Report {
             bucket(t(20, 0), 20, 0, 0),
             bucket(t(40, 0), 20, 6, 1),
         ],
+        outside_window: None,
+        readings: None,
         gate: Gate {
             fail_on: Some(Severity::High),
             new_only: false,
@@ -241,6 +247,7 @@ fn sample() -> Report {
                     timeline: vec![],
                     suppression: None,
                     baseline_state: Some(BaselineState::Absent),
+                    rests_on_version: None,
                 }],
             }),
         },
@@ -657,7 +664,7 @@ fn sarif_validates_against_the_oasis_schema() {
         assert_eq!(rules[idx]["id"], res["ruleId"]);
         assert_eq!(res["ruleId"], f.rule.as_str());
         assert_eq!(
-            res["partialFingerprints"]["hvaudit/v2"],
+            res["partialFingerprints"]["hvaudit/v3"],
             f.fingerprint.as_str()
         );
         for l in res["locations"].as_array().unwrap() {

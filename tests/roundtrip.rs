@@ -218,14 +218,16 @@ fn every_rule_runs_in_place_within_a_small_memory_limit() {
     );
 }
 
-/// Rewrite `convert`'s events files under `dir` as layout 1 wrote them:
-/// the category columns as plain text, the layout key "1".
-fn downgrade_to_layout_1(dir: &std::path::Path) {
+/// Rewrite `convert`'s events files under `dir` as an earlier layout wrote
+/// them: without the nanosecond columns (layouts 1 and 2), and the category
+/// columns as plain text (layout 1); the layout key says which.
+pub fn downgrade(dir: &std::path::Path, layout: &str) {
     use datafusion::arrow::compute::cast;
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use datafusion::parquet::arrow::ArrowWriter;
     use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     use datafusion::parquet::file::properties::WriterProperties;
+    use hvaudit::ingest::schema::NS_COLUMNS;
     use std::sync::Arc;
     for entry in walkdir::WalkDir::new(dir) {
         let path = entry.unwrap().into_path();
@@ -243,18 +245,25 @@ fn downgrade_to_layout_1(dir: &std::path::Path) {
             .unwrap();
         // The writer stores the new Arrow schema itself.
         metadata.retain(|kv| kv.key != "ARROW:schema");
-        let layout = metadata.iter_mut().find(|kv| kv.key == "hvaudit.layout");
-        layout.unwrap().value = Some("1".into());
+        let key = metadata.iter_mut().find(|kv| kv.key == "hvaudit.layout");
+        key.unwrap().value = Some(layout.into());
+        let kept: Vec<usize> = (0..builder.schema().fields().len())
+            .filter(|&i| {
+                let name = builder.schema().field(i).name();
+                // Nor did it have the identity columns.
+                let added = hvaudit::ingest::schema::ADDED_IN_LAYOUT_3;
+                !NS_COLUMNS.iter().any(|(ns, _)| ns == name) && !added.contains(&name.as_str())
+            })
+            .collect();
         let plain = |f: &Arc<Field>| match f.data_type() {
-            DataType::Dictionary(_, _) => f.as_ref().clone().with_data_type(DataType::Utf8),
+            DataType::Dictionary(_, _) if layout == "1" => {
+                f.as_ref().clone().with_data_type(DataType::Utf8)
+            }
             _ => f.as_ref().clone(),
         };
         let schema = Arc::new(Schema::new(
-            builder
-                .schema()
-                .fields()
-                .iter()
-                .map(plain)
+            kept.iter()
+                .map(|&i| plain(&builder.schema().fields()[i]))
                 .collect::<Vec<_>>(),
         ));
         let batches: Vec<_> = builder.build().unwrap().map(|b| b.unwrap()).collect();
@@ -271,8 +280,8 @@ fn downgrade_to_layout_1(dir: &std::path::Path) {
             let columns = schema
                 .fields()
                 .iter()
-                .zip(b.columns())
-                .map(|(f, c)| cast(c, f.data_type()).unwrap())
+                .zip(&kept)
+                .map(|(f, &i)| cast(b.column(i), f.data_type()).unwrap())
                 .collect();
             let b = datafusion::arrow::record_batch::RecordBatch::try_new(schema.clone(), columns);
             writer.write(&b.unwrap()).unwrap();
@@ -281,37 +290,87 @@ fn downgrade_to_layout_1(dir: &std::path::Path) {
     }
 }
 
+/// A report without what differs between files of the same events: their
+/// sizes, and so the bytes read, and the fingerprints (made from each
+/// event's digest, which files before layout 3 do not hold).
+fn report_of(path: &std::path::Path, extra: &[&str]) -> serde_json::Value {
+    let mut report: serde_json::Value = serde_json::from_str(&audit_json(path, extra)).unwrap();
+    report.as_object_mut().unwrap().remove("inputs");
+    report["accounting"]
+        .as_object_mut()
+        .unwrap()
+        .remove("bytes");
+    for f in report["findings"].as_array_mut().unwrap() {
+        f.as_object_mut().unwrap().remove("fingerprint");
+    }
+    report
+}
+
 /// Parquet from an earlier `convert` (layout 1, text where layout 2 has
 /// categories) is still audited, loaded and in place, with the same report.
 #[test]
 fn parquet_of_layout_1_gives_the_same_report() {
+    earlier_layout_gives_the_same_report("1");
+}
+
+/// Layout 2, before the nanosecond columns: read as its microseconds, which
+/// are the nanoseconds of a log written to the microsecond or coarser.
+#[test]
+fn parquet_of_layout_2_gives_the_same_report() {
+    earlier_layout_gives_the_same_report("2");
+}
+
+fn earlier_layout_gives_the_same_report(layout: &str) {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log.ndjson");
     std::fs::write(&log, crate::common::synth_log(5, 20_000, 0.02)).unwrap();
     let (current, old) = (dir.path().join("current"), dir.path().join("old"));
     convert(&log, &current);
     convert(&log, &old);
-    downgrade_to_layout_1(&old);
-    let report = |path: &std::path::Path, extra: &[&str]| {
-        let mut report: serde_json::Value = serde_json::from_str(&audit_json(path, extra)).unwrap();
-        // The rewritten files differ in size, and so in bytes read.
-        report.as_object_mut().unwrap().remove("inputs");
-        report["accounting"]
-            .as_object_mut()
-            .unwrap()
-            .remove("bytes");
-        report
-    };
-    let expected = report(&current, &[]);
+    downgrade(&old, layout);
+    let expected = report_of(&current, &[]);
     assert!(
         expected.to_string().contains("\"rule\""),
         "the log has findings"
     );
-    assert_eq!(expected, report(&old, &[]));
-    assert_eq!(expected, report(&old, &["--in-place"]));
+    assert_eq!(expected, report_of(&old, &[]));
+    assert_eq!(expected, report_of(&old, &["--in-place"]));
+    // The same rows, but for what those layouts did not store.
+    let without_identity = |path: &std::path::PathBuf| {
+        let sql = "SELECT * EXCLUDE (as_written, digest) FROM events ORDER BY seq";
+        query(&read(std::slice::from_ref(path)), sql)
+    };
+    assert_eq!(without_identity(&current), without_identity(&old));
+}
+
+/// Shards converted by different versions, one before the nanosecond
+/// columns and one after, audit as the same shards converted by this one,
+/// loaded and in place.
+#[test]
+fn shards_of_layouts_2_and_3_audit_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = String::from_utf8(crate::common::synth_log(6, 40_000, 0.0)).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    let (a, b) = lines.split_at(lines.len() / 2);
+    let (log_a, log_b) = (dir.path().join("a.ndjson"), dir.path().join("b.ndjson"));
+    std::fs::write(&log_a, a.join("\n") + "\n").unwrap();
+    std::fs::write(&log_b, b.join("\n") + "\n").unwrap();
+    let (mixed, current) = (dir.path().join("mixed"), dir.path().join("current"));
+    for (shard, log) in [("0", &log_a), ("1", &log_b)] {
+        for out in [&mixed, &current] {
+            hvaudit()
+                .args(["convert", "-q", "--shard", shard, "-o"])
+                .arg(out.join(shard))
+                .arg(log)
+                .assert()
+                .success();
+        }
+    }
+    downgrade(&mixed.join("0"), "2");
+    assert_eq!(report_of(&current, &[]), report_of(&mixed, &[]));
     assert_eq!(
-        events_of(std::slice::from_ref(&current)),
-        events_of(std::slice::from_ref(&old))
+        report_of(&current, &["--in-place"]),
+        report_of(&mixed, &["--in-place"])
     );
 }
 

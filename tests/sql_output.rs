@@ -297,7 +297,7 @@ fn queries_may_call_the_rule_helpers() {
     let out = sql(
         &log,
         "csv",
-        "SELECT id, instant_text(created_at) AS at, seq_of(time_order(created_us, seq)) = seq AS same \
+        "SELECT id, instant_text(created_at) AS at, seq_of(time_order(created_ns, seq)) = seq AS same \
          FROM events ORDER BY id",
     );
     assert_eq!(

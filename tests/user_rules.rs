@@ -133,7 +133,7 @@ fn a_user_rule_and_view_may_call_the_helpers() {
     write(
         dir.path(),
         "views/10_firsts.sql",
-        "SELECT seq_of(min(time_order(created_us, seq))) AS first_seq FROM ev GROUP BY task_key",
+        "SELECT seq_of(min(time_order(created_ns, seq))) AS first_seq FROM ev GROUP BY task_key",
     );
     write(
         dir.path(),
@@ -175,7 +175,7 @@ fn a_helper_called_with_the_wrong_arguments_is_reported_with_its_file_and_line()
     write(
         dir.path(),
         "views/10_firsts.sql",
-        "SELECT task_key,\n       min(time_order(created_us)) AS ord\nFROM ev GROUP BY task_key",
+        "SELECT task_key,\n       min(time_order(created_ns)) AS ord\nFROM ev GROUP BY task_key",
     );
     write(dir.path(), "custom.unfinished.sql", &rule_over("tasks"));
     let cfg = hvaudit::audit::AuditConfig {
@@ -187,7 +187,7 @@ fn a_helper_called_with_the_wrong_arguments_is_reported_with_its_file_and_line()
         .expect_err("the rule set is refused")
         .to_string();
     assert!(
-        e.contains("10_firsts.sql: line 2: time_order(us, seq) takes 2 arguments, given 1"),
+        e.contains("10_firsts.sql: line 2: time_order(ns, seq) takes 2 arguments, given 1"),
         "{e}"
     );
     let lint = hvaudit()
@@ -199,7 +199,7 @@ fn a_helper_called_with_the_wrong_arguments_is_reported_with_its_file_and_line()
     assert_eq!(lint.status.code(), Some(1));
     let said = String::from_utf8_lossy(&lint.stdout);
     assert!(
-        said.contains("error: 10_firsts.sql: line 2: time_order(us, seq)"),
+        said.contains("error: 10_firsts.sql: line 2: time_order(ns, seq)"),
         "{said}"
     );
 }

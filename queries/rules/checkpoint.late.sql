@@ -10,7 +10,8 @@
 --   checkpoint_id in the same window as checkpoint.missing (before T's next
 --   interruption.requested, its terminal event, or the end of the log).
 --   Fires when it comes after the deadline, request created_at +
---   payload.grace_period_ms; saved exactly at the deadline is on time. A
+--   payload.grace_period_ms, to the nanosecond; saved exactly at the
+--   deadline is on time. A
 --   request without grace_period_ms has no deadline and is never late;
 --   neither has one whose grace period is negative or not an integer
 --   (payload.invalid names it). Any integer form counts (5000, 5000.0, 5e3),
@@ -22,15 +23,21 @@ SELECT
     w.task_id,
     concat('interruption.saved ', w.saved_id, ' (checkpoint ', w.saved_checkpoint_id, ') for task ', w.task_id,
            ' at ', instant_text(w.saved_at), ' came ',
-           (w.saved_us - w.created_us) / 1000, ' ms after interruption.requested ', w.id, ' at ',
+           (CAST(w.saved_at AS BIGINT) - CAST(w.created_at AS BIGINT)) / 1000,
+           ' ms after interruption.requested ', w.id, ' at ',
            instant_text(w.created_at), '; expected it within the grace period of ',
-           w.grace_period_ms, ' ms (by ', instant_text(to_timestamp_micros(w.created_us + w.grace_period_ms * 1000)),
+           w.grace_period_ms, ' ms (by ',
+           instant_text(to_timestamp_micros(CAST(w.created_at AS BIGINT) + w.grace_period_ms * 1000)),
            ')') AS message,
     make_array(w.saved_seq, w.seq) AS seqs
 FROM save_requests w
 WHERE w.saved_seq IS NOT NULL AND w.grace_period_ms IS NOT NULL
-  -- overflow-free: a grace period past what int64 microseconds can hold
-  -- (about 292,000 years) is capped there, still longer than any log; the
-  -- deadline is only computed for the rows this keeps, where it is earlier
-  -- than the save
-  AND w.saved_us - w.created_us > least(w.grace_period_ms, 9223372036854775) * 1000
+  -- to the nanosecond, as decimals: int64 nanoseconds wrap silently past
+  -- 292 years, both the time between the two (from 1677 to 2262, where
+  -- created_ns ends) and a grace period (any int64 of milliseconds); a
+  -- wrapped one would make a late save look early. The message shows
+  -- microseconds (timestamps) as every message does; its deadline is only
+  -- computed for the rows this keeps, where the grace period is shorter
+  -- than the log, so it cannot overflow either.
+  AND CAST(w.saved_ns AS DECIMAL(38, 0)) - w.created_ns
+      > CAST(w.grace_period_ms AS DECIMAL(38, 0)) * 1000000

@@ -36,4 +36,4 @@ FROM save_requests w
 CROSS JOIN log_end l
 WHERE w.saved_seq IS NULL
   -- waiting up to the end of the log: only with enough log after the request
-  AND (w.close_kind <> 'end' OR l.end_us - w.created_us >= l.horizon_us)
+  AND (w.close_kind <> 'end' OR w.created_ns <= l.cutoff_ns)

@@ -20,17 +20,17 @@
 --   task.progress at 10:05:03: fires on the task.progress. The same
 --   task.progress after interruption.resumed at 10:06: silent.
 WITH candidates AS (
-    SELECT seq, id, type, task_id, task_key, interruption_policy, created_us, created_at
+    SELECT seq, id, type, task_id, task_key, interruption_policy, created_ns, created_at
     FROM ev
     WHERE type IN ('interruption.saved', 'interruption.acknowledged') AND task_key IS NOT NULL
 ),
 request_policy AS (
     -- policy of the latest interruption.requested at or before the candidate
     SELECT c.seq,
-           first_value(r.interruption_policy ORDER BY r.created_us DESC, r.seq DESC) AS policy
+           first_value(r.interruption_policy ORDER BY r.created_ns DESC, r.seq DESC) AS policy
     FROM candidates c
     JOIN ev r ON r.task_key = c.task_key AND r.type = 'interruption.requested'
-    WHERE r.created_us < c.created_us OR (r.created_us = c.created_us AND r.seq < c.seq)
+    WHERE r.created_ns < c.created_ns OR (r.created_ns = c.created_ns AND r.seq < c.seq)
     GROUP BY c.seq
 ),
 stops AS (
@@ -46,26 +46,26 @@ closers AS (
     -- nullability (coalesce of values the filter keeps non-null): a union's
     -- rows keep their branch's schema, and a cluster's shuffle writer checks
     -- them against the union's.
-    SELECT task_key, seq, created_us FROM ev
+    SELECT task_key, seq, created_ns FROM ev
     WHERE type = 'interruption.resumed' AND task_key IS NOT NULL
     UNION ALL
-    SELECT task_key, coalesce(term_seq, 0), coalesce(term_us, 0) FROM tasks
+    SELECT task_key, coalesce(term_seq, 0), coalesce(term_ns, 0) FROM tasks
     WHERE term_seq IS NOT NULL
     UNION ALL
-    SELECT task_key, seq, created_us FROM stops
+    SELECT task_key, seq, created_ns FROM stops
 ),
 first_closer AS (
     SELECT s.seq,
-           first_value(c.seq ORDER BY c.created_us, c.seq) AS close_seq,
-           first_value(c.created_us ORDER BY c.created_us, c.seq) AS close_us
+           first_value(c.seq ORDER BY c.created_ns, c.seq) AS close_seq,
+           first_value(c.created_ns ORDER BY c.created_ns, c.seq) AS close_ns
     FROM stops s
     JOIN closers c ON c.task_key = s.task_key
-    WHERE c.created_us > s.created_us OR (c.created_us = s.created_us AND c.seq > s.seq)
+    WHERE c.created_ns > s.created_ns OR (c.created_ns = s.created_ns AND c.seq > s.seq)
     GROUP BY s.seq
 ),
 windows AS (
     -- from the stop point to its first closer (null: open to the end of the log)
-    SELECT s.*, f.close_seq, f.close_us
+    SELECT s.*, f.close_seq, f.close_ns
     FROM stops s
     LEFT JOIN first_closer f ON f.seq = s.seq
 ),
@@ -75,15 +75,15 @@ kept_working AS (
     -- select needs no second join with windows, which would plan stops again
     SELECT w.seq, w.task_id, w.type, w.id, w.policy, w.created_at,
            count(*) AS n_work,
-           first_value(e.seq ORDER BY e.created_us, e.seq) AS work_seq,
-           first_value(e.id ORDER BY e.created_us, e.seq) AS work_id,
-           first_value(e.type ORDER BY e.created_us, e.seq) AS work_type,
-           first_value(e.created_at ORDER BY e.created_us, e.seq) AS work_at
+           first_value(e.seq ORDER BY e.created_ns, e.seq) AS work_seq,
+           first_value(e.id ORDER BY e.created_ns, e.seq) AS work_id,
+           first_value(e.type ORDER BY e.created_ns, e.seq) AS work_type,
+           first_value(e.created_at ORDER BY e.created_ns, e.seq) AS work_at
     FROM windows w
     JOIN ev e ON e.task_key = w.task_key AND e.type IN ('task.progress', 'task.output')
-    WHERE (e.created_us > w.created_us OR (e.created_us = w.created_us AND e.seq > w.seq))
-      AND (w.close_seq IS NULL OR e.created_us < w.close_us
-           OR (e.created_us = w.close_us AND e.seq < w.close_seq))
+    WHERE (e.created_ns > w.created_ns OR (e.created_ns = w.created_ns AND e.seq > w.seq))
+      AND (w.close_seq IS NULL OR e.created_ns < w.close_ns
+           OR (e.created_ns = w.close_ns AND e.seq < w.close_seq))
     GROUP BY w.seq, w.task_id, w.type, w.id, w.policy, w.created_at
 )
 SELECT

@@ -19,7 +19,7 @@
 --   task.progress: fires. Resumed naming ckpt_1: silent. Resumed naming
 --   ckpt_2 followed by task.failed {error.code: checkpoint_missing}: silent.
 WITH resumes AS (
-    SELECT seq, id, task_id, task_key, created_us, created_at,
+    SELECT seq, id, task_id, task_key, created_ns, created_at,
            coalesce(checkpoint_id, p_checkpoint_id) AS ckpt
     FROM ev
     WHERE type = 'interruption.resumed' AND task_key IS NOT NULL
@@ -31,14 +31,14 @@ known AS (
     FROM resumes r
     JOIN ev s ON s.task_key = r.task_key AND coalesce(s.checkpoint_id, s.p_checkpoint_id) = r.ckpt
     WHERE s.type = 'interruption.saved'
-      AND (s.created_us < r.created_us OR (s.created_us = r.created_us AND s.seq < r.seq))
+      AND (s.created_ns < r.created_ns OR (s.created_ns = r.created_ns AND s.seq < r.seq))
 ),
 failed_as_required AS (
     SELECT DISTINCT r.seq
     FROM resumes r
     JOIN ev f ON f.task_key = r.task_key
     WHERE f.type = 'task.failed' AND f.error_code = 'checkpoint_missing'
-      AND (f.created_us > r.created_us OR (f.created_us = r.created_us AND f.seq > r.seq))
+      AND (f.created_ns > r.created_ns OR (f.created_ns = r.created_ns AND f.seq > r.seq))
 ),
 saved_checkpoints AS (
     -- what the task did save before, for the message
@@ -47,7 +47,7 @@ saved_checkpoints AS (
     FROM resumes r
     JOIN ev s ON s.task_key = r.task_key
     WHERE s.type = 'interruption.saved' AND coalesce(s.checkpoint_id, s.p_checkpoint_id) IS NOT NULL
-      AND (s.created_us < r.created_us OR (s.created_us = r.created_us AND s.seq < r.seq))
+      AND (s.created_ns < r.created_ns OR (s.created_ns = r.created_ns AND s.seq < r.seq))
     GROUP BY r.seq
 )
 SELECT
@@ -58,12 +58,12 @@ SELECT
            CASE WHEN c.saved_list IS NULL THEN 'it saved none'
                 ELSE concat('it saved: ', c.saved_list) END,
            '), and the task did not then fail with error code checkpoint_missing',
-           CASE WHEN t.term_seq IS NOT NULL AND t.term_us > r.created_us
+           CASE WHEN t.term_seq IS NOT NULL AND t.term_ns > r.created_ns
                 THEN concat(' (it ended with ', t.term_type, ' at ',
                             instant_text(t.term_at), ')')
                 ELSE '' END,
            '; expected a saved checkpoint or task.failed with checkpoint_missing') AS message,
-    CASE WHEN t.term_seq IS NOT NULL AND t.term_us > r.created_us THEN make_array(r.seq, t.term_seq)
+    CASE WHEN t.term_seq IS NOT NULL AND t.term_ns > r.created_ns THEN make_array(r.seq, t.term_seq)
          ELSE make_array(r.seq) END AS seqs
 FROM resumes r
 JOIN tasks t ON t.task_key = r.task_key
@@ -74,5 +74,5 @@ LEFT JOIN saved_checkpoints c ON c.seq = r.seq
 WHERE k.seq IS NULL AND f.seq IS NULL
   -- the task ended otherwise after the resume, or enough log follows it
   AND ((t.term_seq IS NOT NULL
-        AND (t.term_us > r.created_us OR (t.term_us = r.created_us AND t.term_seq > r.seq)))
-       OR l.end_us - r.created_us >= l.horizon_us)
+        AND (t.term_ns > r.created_ns OR (t.term_ns = r.created_ns AND t.term_seq > r.seq)))
+       OR r.created_ns <= l.cutoff_ns)

@@ -21,7 +21,7 @@
 --   evt_1 fires; with belief.revised evt_4 (causation_id evt_2) before evt_3
 --   it is silent.
 WITH conflicts AS (
-    SELECT c.seq, c.id, c.causation_id, c.created_us, c.created_at
+    SELECT c.seq, c.id, c.causation_id, c.created_ns, c.created_at
     FROM ev c
     WHERE c.type = 'belief.conflict.detected'
 ),
@@ -34,32 +34,32 @@ contested AS (
 -- the first belief.revised caused by each conflict, after it
 first_revision AS (
     SELECT c.seq AS c_seq,
-           first_value(v.seq ORDER BY v.created_us, v.seq) AS v_seq,
-           first_value(v.created_us ORDER BY v.created_us, v.seq) AS v_us
+           first_value(v.seq ORDER BY v.created_ns, v.seq) AS v_seq,
+           first_value(v.created_ns ORDER BY v.created_ns, v.seq) AS v_ns
     FROM conflicts c
     JOIN ev v ON v.causation_id = c.id AND v.type = 'belief.revised'
-    WHERE v.created_us > c.created_us OR (v.created_us = c.created_us AND v.seq > c.seq)
+    WHERE v.created_ns > c.created_ns OR (v.created_ns = c.created_ns AND v.seq > c.seq)
     GROUP BY c.seq
 ),
 -- conflicts on a basis event, before the decision, not resolved before it
 open_conflicts AS (
-    SELECT b.*, c.seq AS c_seq, c.id AS c_id, c.created_us AS c_us, c.created_at AS c_at,
+    SELECT b.*, c.seq AS c_seq, c.id AS c_id, c.created_ns AS c_ns, c.created_at AS c_at,
            fr.v_seq
     FROM decision_basis b
     JOIN contested k ON k.ref_id = b.ref_id
     JOIN conflicts c ON c.seq = k.c_seq
     LEFT JOIN first_revision fr ON fr.c_seq = c.seq
     WHERE b.b_seq IS NOT NULL
-      AND (c.created_us < b.d_created_us OR (c.created_us = b.d_created_us AND c.seq < b.d_seq))
+      AND (c.created_ns < b.d_created_ns OR (c.created_ns = b.d_created_ns AND c.seq < b.d_seq))
       AND (fr.v_seq IS NULL
-           OR fr.v_us > b.d_created_us OR (fr.v_us = b.d_created_us AND fr.v_seq > b.d_seq))
+           OR fr.v_ns > b.d_created_ns OR (fr.v_ns = b.d_created_ns AND fr.v_seq > b.d_seq))
 ),
 per_basis AS (
     SELECT d_seq, b_seq, d_id, d_type, d_task_id, d_created_at, ref_id, b_type, via,
-           first_value(c_id ORDER BY c_us, c_seq) AS first_c_id,
-           first_value(c_at ORDER BY c_us, c_seq) AS first_c_at,
+           first_value(c_id ORDER BY c_ns, c_seq) AS first_c_id,
+           first_value(c_at ORDER BY c_ns, c_seq) AS first_c_at,
            count(*) AS n_conflicts,
-           array_agg(c_seq ORDER BY c_us, c_seq) AS c_seqs
+           array_agg(c_seq ORDER BY c_ns, c_seq) AS c_seqs
     FROM open_conflicts
     GROUP BY d_seq, b_seq, d_id, d_type, d_task_id, d_created_at, ref_id, b_type, via
 )

@@ -25,13 +25,13 @@ WITH basis AS (
     SELECT * FROM decision_basis WHERE b_seq IS NOT NULL
 ),
 retractions AS (
-    SELECT r.seq, r.id, r.fact_id, r.causation_id, r.created_us, r.created_at
+    SELECT r.seq, r.id, r.fact_id, r.causation_id, r.created_ns, r.created_at
     FROM ev r
     WHERE r.type = 'memory.fact.invalidated' AND r.belief_status = 'retracted'
 ),
 -- (a) the retraction names the basis fact by fact_id
 by_fact AS (
-    SELECT b.d_seq, b.b_seq, r.seq AS r_seq, r.id AS r_id, r.created_us AS r_us,
+    SELECT b.d_seq, b.b_seq, r.seq AS r_seq, r.id AS r_id, r.created_ns AS r_ns,
            r.created_at AS r_at, concat('fact_id ', r.fact_id) AS link
     FROM basis b
     JOIN retractions r ON r.fact_id = b.b_fact_id
@@ -39,31 +39,31 @@ by_fact AS (
 ),
 -- (b) the retraction is caused by the basis event itself
 by_causation AS (
-    SELECT b.d_seq, b.b_seq, r.seq AS r_seq, r.id AS r_id, r.created_us AS r_us,
+    SELECT b.d_seq, b.b_seq, r.seq AS r_seq, r.id AS r_id, r.created_ns AS r_ns,
            r.created_at AS r_at, concat('causation_id ', r.causation_id) AS link
     FROM basis b
     JOIN retractions r ON r.causation_id = b.ref_id
 ),
 links AS (
     -- one row per (decision, basis, retraction), however it is linked
-    SELECT d_seq, b_seq, r_seq, r_id, r_us, r_at, min(link) AS link
+    SELECT d_seq, b_seq, r_seq, r_id, r_ns, r_at, min(link) AS link
     FROM (SELECT * FROM by_fact UNION ALL SELECT * FROM by_causation) u
-    GROUP BY d_seq, b_seq, r_seq, r_id, r_us, r_at
+    GROUP BY d_seq, b_seq, r_seq, r_id, r_ns, r_at
 ),
 hits AS (
     SELECT h.*, b.d_id, b.d_type, b.d_task_id, b.d_created_at, b.ref_id, b.b_type, b.via
     FROM links h
     JOIN basis b ON b.d_seq = h.d_seq AND b.b_seq = h.b_seq
     -- after the basis event, strictly before the decision
-    WHERE (h.r_us > b.b_created_us OR (h.r_us = b.b_created_us AND h.r_seq > b.b_seq))
-      AND h.r_us < b.d_created_us
+    WHERE (h.r_ns > b.b_created_ns OR (h.r_ns = b.b_created_ns AND h.r_seq > b.b_seq))
+      AND h.r_ns < b.d_created_ns
 ),
 per_basis AS (
     SELECT d_seq, b_seq, d_id, d_type, d_task_id, d_created_at, ref_id, b_type, via,
-           first_value(r_id ORDER BY r_us, r_seq) AS first_r_id,
-           first_value(r_at ORDER BY r_us, r_seq) AS first_r_at,
-           first_value(link ORDER BY r_us, r_seq) AS first_link,
-           array_agg(r_seq ORDER BY r_us, r_seq) AS r_seqs
+           first_value(r_id ORDER BY r_ns, r_seq) AS first_r_id,
+           first_value(r_at ORDER BY r_ns, r_seq) AS first_r_at,
+           first_value(link ORDER BY r_ns, r_seq) AS first_link,
+           array_agg(r_seq ORDER BY r_ns, r_seq) AS r_seqs
     FROM hits
     GROUP BY d_seq, b_seq, d_id, d_type, d_task_id, d_created_at, ref_id, b_type, via
 )

@@ -10,7 +10,8 @@
 --   decision set). A basis event's validity ends at its staleness point,
 --   min(valid_until, created_at + stale_after) (stale_after an ISO 8601
 --   duration; computed at ingest as stale_at). Fires when that point is
---   strictly before the decision's created_at; a basis that goes stale at
+--   strictly before the decision's created_at, to the nanosecond (stale_at_ns,
+--   created_ns); a basis that goes stale at
 --   the decision's very instant, or has neither field, is fine. One finding
 --   per (decision, stale basis event).
 --   Example: context.snapshot.ready evt_1 at 12:00:00 with stale_after PT30S,
@@ -33,4 +34,4 @@ SELECT d_task_id AS task_id,
 FROM decision_basis
 WHERE b_seq IS NOT NULL
   AND b_stale_at IS NOT NULL
-  AND b_stale_at < d_created_at
+  AND b_stale_at_ns < d_created_ns

@@ -36,9 +36,9 @@ all_unverified AS (
 ),
 per_decision AS (
     SELECT b.d_seq, b.d_id, b.d_type, b.d_task_id, b.d_created_at,
-           array_agg(b.b_seq ORDER BY b.b_created_us, b.b_seq) AS basis_seqs,
+           array_agg(b.b_seq ORDER BY b.b_created_ns, b.b_seq) AS basis_seqs,
            string_agg(concat(b.ref_id, ' (', b.b_type, ', via ', b.via, ')'), ', '
-                      ORDER BY b.b_created_us, b.b_seq) AS basis_list
+                      ORDER BY b.b_created_ns, b.b_seq) AS basis_list
     FROM trusted_basis b
     JOIN all_unverified u ON u.d_seq = b.d_seq
     GROUP BY b.d_seq, b.d_id, b.d_type, b.d_task_id, b.d_created_at

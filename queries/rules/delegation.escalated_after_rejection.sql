@@ -16,20 +16,20 @@
 --   delegation.escalated for it at 11:00:05: fires. An escalation of a
 --   requested, never rejected delegation: silent.
 WITH escalations AS (
-    SELECT seq, id, task_id, task_key, delegated_to, created_us, created_at
+    SELECT seq, id, task_id, task_key, delegated_to, created_ns, created_at
     FROM ev
     WHERE type = 'delegation.escalated' AND task_key IS NOT NULL
 ),
 rejected_before AS (
     SELECT x.seq,
            count(*) AS n_rejections,
-           first_value(j.seq ORDER BY j.created_us DESC, j.seq DESC) AS j_seq,
-           first_value(j.id ORDER BY j.created_us DESC, j.seq DESC) AS j_id,
-           first_value(j.delegated_to ORDER BY j.created_us DESC, j.seq DESC) AS j_to,
-           first_value(j.created_at ORDER BY j.created_us DESC, j.seq DESC) AS j_at
+           first_value(j.seq ORDER BY j.created_ns DESC, j.seq DESC) AS j_seq,
+           first_value(j.id ORDER BY j.created_ns DESC, j.seq DESC) AS j_id,
+           first_value(j.delegated_to ORDER BY j.created_ns DESC, j.seq DESC) AS j_to,
+           first_value(j.created_at ORDER BY j.created_ns DESC, j.seq DESC) AS j_at
     FROM escalations x
     JOIN ev j ON j.task_key = x.task_key AND j.type = 'delegation.rejected'
-    WHERE j.created_us < x.created_us OR (j.created_us = x.created_us AND j.seq < x.seq)
+    WHERE j.created_ns < x.created_ns OR (j.created_ns = x.created_ns AND j.seq < x.seq)
     GROUP BY x.seq
 )
 SELECT

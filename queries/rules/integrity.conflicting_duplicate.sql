@@ -2,45 +2,70 @@
 -- severity: high
 -- family: integrity
 -- dialect: any
--- summary: one event id seen with two different contents
+-- summary: one event id seen with two or more different contents
 -- spec: docs/protocol.md §3 (redelivery), §9.2 (identity)
 -- rows: versions
 -- explain:
 --   `id` is globally unique. The same id with identical content (the same
---   JSON value, whatever the key order or white space) is a redelivery and
---   never a finding. The same id with different content is a collision:
---   fires once for each later distinct content, paired with the first
---   occurrence, which is the version every other rule sees. The message
---   names the envelope fields that differ (payload counts as one field and
---   is compared as written, so a reordered payload also shows as differing).
+--   JSON value: member order, white space and string escapes do not
+--   matter, numbers compare by exact decimal value) is a redelivery and
+--   never a finding. The same id with other content fires once, whatever
+--   its number of versions, citing every version: version 1 (the earliest
+--   by created_at, then input order) is the one the other rules read, and
+--   each later one is read in a reading of its own, whose findings the
+--   report adds, marked as resting on a conflicting copy. The message names
+--   the first two versions and the envelope fields that differ among all
+--   of them (payload counts as one field). An id with more than 16 versions
+--   is critical: readings past version 16 are not made.
 --   Example: evt_7 as task.progress at line 3 and evt_7 as task.completed at
---   line 9 fires on line 9; the exact line 3 repeated is silent.
-WITH firsts AS (
-    SELECT * FROM events WHERE version = 1
+--   line 9 fires once, citing both; the exact line 3 repeated is silent.
+WITH conflicting AS (
+    SELECT id FROM events WHERE version > 1 GROUP BY id
 ),
-later AS (
-    SELECT * FROM events WHERE version > 1
+versions AS (
+    SELECT e.* FROM events e JOIN conflicting c ON e.id = c.id
+),
+per_id AS (
+    SELECT id,
+           count(*) AS n,
+           array_agg(seq ORDER BY version) AS seqs,
+           count(DISTINCT type) > 1 AS d_type,
+           count(DISTINCT source) > 1 AS d_source,
+           count(DISTINCT created_ns) > 1 AS d_created,
+           count(DISTINCT coalesce(task_id, chr(0))) > 1 AS d_task,
+           count(DISTINCT coalesce(parent_task_id, chr(0))) > 1 AS d_parent,
+           count(DISTINCT coalesce(causation_id, chr(0))) > 1 AS d_causation,
+           count(DISTINCT coalesce(correlation_id, chr(0))) > 1 AS d_correlation,
+           count(DISTINCT coalesce(CAST(target AS VARCHAR), chr(0))) > 1 AS d_target,
+           count(DISTINCT concat(coalesce(spec_version, chr(0)), chr(1), coalesce(aep_version, chr(0)))) > 1 AS d_version,
+           count(DISTINCT coalesce(payload, chr(0))) > 1 AS d_payload
+    FROM versions
+    GROUP BY id
 )
-SELECT coalesce(f.task_id, l.task_id) AS task_id,
-       concat('event id ', l.id, ' at ', l.src_file, ':', CAST(l.src_line AS VARCHAR),
-              ' (', l.type, ', ', instant_text(l.created_at),
-              ') has different content from its first occurrence at ',
+SELECT coalesce(f.task_id, s.task_id) AS task_id,
+       CASE WHEN p.n > 16 THEN 'critical' END AS severity,
+       concat('event id ', p.id, ' has ', CAST(p.n AS VARCHAR), ' different contents: version 1 at ',
               f.src_file, ':', CAST(f.src_line AS VARCHAR),
-              ' (', f.type, ', ', instant_text(f.created_at), '); differing: ',
+              ' (', f.type, ', ', instant_text(f.created_at), '), version 2 at ',
+              s.src_file, ':', CAST(s.src_line AS VARCHAR),
+              ' (', s.type, ', ', instant_text(s.created_at), ')',
+              CASE WHEN p.n > 2 THEN concat(' and ', CAST(p.n - 2 AS VARCHAR), ' more') ELSE '' END,
+              '; differing: ',
               coalesce(nullif(concat_ws(', ',
-                  CASE WHEN l.type <> f.type THEN 'type' END,
-                  CASE WHEN l.source <> f.source THEN 'source' END,
-                  CASE WHEN l.created_us <> f.created_us THEN 'created_at' END,
-                  CASE WHEN l.task_id IS DISTINCT FROM f.task_id THEN 'task_id' END,
-                  CASE WHEN l.parent_task_id IS DISTINCT FROM f.parent_task_id THEN 'parent_task_id' END,
-                  CASE WHEN l.causation_id IS DISTINCT FROM f.causation_id THEN 'causation_id' END,
-                  CASE WHEN l.correlation_id IS DISTINCT FROM f.correlation_id THEN 'correlation_id' END,
-                  CASE WHEN l.target IS DISTINCT FROM f.target THEN 'target' END,
-                  CASE WHEN (l.spec_version IS DISTINCT FROM f.spec_version)
-                         OR (l.aep_version IS DISTINCT FROM f.aep_version) THEN 'version field' END,
-                  CASE WHEN l.payload IS DISTINCT FROM f.payload THEN 'payload' END), ''),
+                  CASE WHEN p.d_type THEN 'type' END,
+                  CASE WHEN p.d_source THEN 'source' END,
+                  CASE WHEN p.d_created THEN 'created_at' END,
+                  CASE WHEN p.d_task THEN 'task_id' END,
+                  CASE WHEN p.d_parent THEN 'parent_task_id' END,
+                  CASE WHEN p.d_causation THEN 'causation_id' END,
+                  CASE WHEN p.d_correlation THEN 'correlation_id' END,
+                  CASE WHEN p.d_target THEN 'target' END,
+                  CASE WHEN p.d_version THEN 'version field' END,
+                  CASE WHEN p.d_payload THEN 'payload' END), ''),
                   'other fields'),
-              '; ids must be unique: the first occurrence is audited, this one is ignored by the other rules') AS message,
-       make_array(l.seq, f.seq) AS seqs
-FROM later l
-JOIN firsts f ON f.id = l.id
+              '; ids must be unique: the rules read version 1, and every later version in a reading of its own',
+              CASE WHEN p.n > 16 THEN ' (up to version 16; the rest are not read)' ELSE '' END) AS message,
+       p.seqs AS seqs
+FROM per_id p
+JOIN versions f ON f.id = p.id AND f.version = 1
+JOIN versions s ON s.id = p.id AND s.version = 2

@@ -20,7 +20,7 @@ WITH named AS (
     -- first-version events naming a parent for their task, in any place
     -- (parent_task_id is set whenever one of the other two is)
     SELECT task_id, task_key, env_parent_task_id, p_parent_task_id, parent_task_id, parent_key,
-           seq, id, created_us
+           seq, id, created_ns, created_at
     FROM ev
     WHERE task_key IS NOT NULL AND parent_key IS NOT NULL
 ),
@@ -38,11 +38,11 @@ conflicted AS (
 ),
 parent_values AS (
     -- the envelope, payload and resolved (ingest) link values of those tasks
-    SELECT task_id, parent, ord, seq, id, created_us
+    SELECT task_id, parent, ord, seq, id, created_ns, created_at
     FROM (
-        SELECT n.task_id, n.seq, n.id, n.created_us,
+        SELECT n.task_id, n.seq, n.id, n.created_ns, n.created_at,
                unnest(make_array(n.env_parent_task_id, n.p_parent_task_id, n.parent_task_id)) AS parent,
-               time_order(n.created_us, n.seq) AS ord
+               time_order(n.created_ns, n.seq) AS ord
         FROM named n
         JOIN conflicted c ON c.task_key = n.task_key
     ) v
@@ -55,16 +55,17 @@ first_naming AS (
     SELECT task_id, parent,
            first_value(seq ORDER BY ord) AS seq,
            first_value(id ORDER BY ord) AS id,
-           first_value(created_us ORDER BY ord) AS created_us
+           first_value(created_ns ORDER BY ord) AS created_ns,
+           first_value(created_at ORDER BY ord) AS created_at
     FROM parent_values
     GROUP BY task_id, parent
 ),
 per_task AS (
     SELECT task_id, count(*) AS n_parents,
            string_agg(concat(parent, ' (', id, ' at ',
-                             instant_text(to_timestamp_micros(created_us)), ')'),
-                      ', ' ORDER BY created_us, seq, parent) AS parents,
-           array_agg(seq ORDER BY created_us, seq, parent) AS naming_seqs
+                             instant_text(created_at), ')'),
+                      ', ' ORDER BY created_ns, seq, parent) AS parents,
+           array_agg(seq ORDER BY created_ns, seq, parent) AS naming_seqs
     FROM first_naming
     GROUP BY task_id
     HAVING count(*) > 1

@@ -52,7 +52,7 @@ cancel_requests_after_end AS (
     FROM ev c
     JOIN tasks t ON t.task_key = c.task_key
     WHERE c.type = 'task.cancel.requested'
-      AND (t.term_us < c.created_us OR (t.term_us = c.created_us AND t.term_seq < c.seq))
+      AND (t.term_ns < c.created_ns OR (t.term_ns = c.created_ns AND t.term_seq < c.seq))
 ),
 all_findings AS (
     SELECT * FROM illegal_states

@@ -42,4 +42,4 @@ SELECT
 FROM cancelled_parent_active_child k
 CROSS JOIN log_end l
 -- a child that has not ended yet is only flagged with enough log after the cancel
-WHERE k.c_term_seq IS NOT NULL OR l.end_us - k.p_term_us >= l.horizon_us
+WHERE k.c_term_seq IS NOT NULL OR k.p_term_ns <= l.cutoff_ns

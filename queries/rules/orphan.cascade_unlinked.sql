@@ -19,7 +19,7 @@ WITH cascaded AS (
     -- children cancelled after their parent was cancelled
     SELECT * FROM task_links
     WHERE p_term_type = 'task.cancelled' AND c_term_type = 'task.cancelled'
-      AND (c_term_us > p_term_us OR (c_term_us = p_term_us AND c_term_seq > p_term_seq))
+      AND (c_term_ns > p_term_ns OR (c_term_ns = p_term_ns AND c_term_seq > p_term_seq))
 ),
 linked_to_request AS (
     -- child cancellations caused by a cancel request for the parent

@@ -15,7 +15,7 @@
 --   Example: task_9's task.submitted names parent_task_id task_7 and no event
 --   has task_id task_7: fires; add task_7's task.submitted anywhere: silent.
 WITH first_link AS (
-    SELECT task_key, parent_key, min(time_order(created_us, seq)) AS ord
+    SELECT task_key, parent_key, min(time_order(created_ns, seq)) AS ord
     FROM ev
     WHERE parent_key IS NOT NULL
     GROUP BY task_key, parent_key

@@ -31,14 +31,14 @@ later_events AS (
     -- 0.2 children: their non-terminal events after the parent's end
     SELECT o.child_id, o.parent_id,
            count(*) AS n_later,
-           first_value(e.seq ORDER BY e.created_us, e.seq) AS later_seq,
-           first_value(e.type ORDER BY e.created_us, e.seq) AS later_type,
-           first_value(e.created_at ORDER BY e.created_us, e.seq) AS later_at
+           first_value(e.seq ORDER BY e.created_ns, e.seq) AS later_seq,
+           first_value(e.type ORDER BY e.created_ns, e.seq) AS later_type,
+           first_value(e.created_at ORDER BY e.created_ns, e.seq) AS later_at
     FROM orphaned o
     JOIN ev e ON e.task_key = o.child_key
     WHERE o.c_dialect = '0.2'
       AND e.type NOT IN ('task.completed', 'task.failed', 'task.cancelled', 'task.timed_out')
-      AND (e.created_us > o.p_term_us OR (e.created_us = o.p_term_us AND e.seq > o.p_term_seq))
+      AND (e.created_ns > o.p_term_ns OR (e.created_ns = o.p_term_ns AND e.seq > o.p_term_seq))
     GROUP BY o.child_id, o.parent_id
 )
 SELECT
@@ -63,4 +63,4 @@ CROSS JOIN log_end l
 LEFT JOIN later_events x ON x.child_id = o.child_id AND x.parent_id = o.parent_id
 WHERE x.later_seq IS NOT NULL
    -- a child that never ends: only with enough log after the parent's end
-   OR (o.c_term_seq IS NULL AND l.end_us - o.p_term_us >= l.horizon_us)
+   OR (o.c_term_seq IS NULL AND o.p_term_ns <= l.cutoff_ns)

@@ -20,7 +20,7 @@
 WITH child_first AS (
     SELECT * FROM task_links
     WHERE c_dialect = '0.1' AND c_term_seq IS NOT NULL AND p_term_seq IS NOT NULL
-      AND (c_term_us < p_term_us OR (c_term_us = p_term_us AND c_term_seq < p_term_seq))
+      AND (c_term_ns < p_term_ns OR (c_term_ns = p_term_ns AND c_term_seq < p_term_seq))
 ),
 cancel_before_child_end AS (
     -- the parent was being cancelled when the child ended
@@ -28,7 +28,7 @@ cancel_before_child_end AS (
     FROM child_first k
     JOIN ev r ON r.task_key = k.parent_key
     WHERE r.type IN ('task.cancel.requested', 'task.cancelled')
-      AND (r.created_us < k.c_term_us OR (r.created_us = k.c_term_us AND r.seq < k.c_term_seq))
+      AND (r.created_ns < k.c_term_ns OR (r.created_ns = k.c_term_ns AND r.seq < k.c_term_seq))
 )
 SELECT
     k.child_id AS task_id,

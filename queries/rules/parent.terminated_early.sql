@@ -27,7 +27,7 @@ WITH active_children AS (
            -- cancel; for a cancelled parent, a child not cancelled afterwards
            (k.p_term_type <> 'task.cancelled'
             OR (k.c_term_seq IS NOT NULL AND k.c_term_type <> 'task.cancelled')
-            OR (k.c_term_seq IS NULL AND l.end_us - k.p_term_us >= l.horizon_us)) AS breaks
+            OR (k.c_term_seq IS NULL AND k.p_term_ns <= l.cutoff_ns)) AS breaks
     FROM task_links k
     CROSS JOIN log_end l
     WHERE k.p_dialect = '0.2' AND k.active_at_parent_end
@@ -40,8 +40,8 @@ per_parent AS (
                              CASE WHEN c_term_seq IS NULL THEN ', never ended'
                                   ELSE concat(', then ', c_term_type, ' at ',
                                               instant_text(c_term_at)) END, ')'),
-                      ', ' ORDER BY c_active_us, c_active_seq, child_id) AS children,
-           array_agg(c_active_seq ORDER BY c_active_us, c_active_seq, child_id) AS child_seqs
+                      ', ' ORDER BY c_active_ns, c_active_seq, child_id) AS children,
+           array_agg(c_active_seq ORDER BY c_active_ns, c_active_seq, child_id) AS child_seqs
     FROM active_children
     GROUP BY parent_id, p_term_seq, p_term_type, p_term_at
 )

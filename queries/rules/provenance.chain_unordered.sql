@@ -16,7 +16,7 @@
 WITH found_entries AS (
     -- chain entries that resolve to an event (chains of later versions are
     -- judged too, each on its own, and dropped by the final join with ev)
-    SELECT x.event_seq, x.pos, x.ref_id, r.seq AS r_seq, r.created_us AS r_us,
+    SELECT x.event_seq, x.pos, x.ref_id, r.seq AS r_seq, r.created_ns AS r_ns,
            r.created_at AS r_at
     FROM evidence x
     JOIN ev r ON r.id = x.ref_id
@@ -31,17 +31,17 @@ ordered AS (
            lag(f.event_seq) OVER w AS lag_event_seq,
            lag(f.ref_id) OVER w AS lag_ref,
            lag(f.r_seq) OVER w AS lag_seq,
-           lag(f.r_us) OVER w AS lag_us,
+           lag(f.r_ns) OVER w AS lag_ns,
            lag(f.r_at) OVER w AS lag_at,
            lag(f.pos) OVER w AS lag_pos
     FROM found_entries f
     WINDOW w AS (ORDER BY f.event_seq, f.pos)
 ),
 with_prev AS (
-    SELECT event_seq, pos, ref_id, r_seq, r_us, r_at,
+    SELECT event_seq, pos, ref_id, r_seq, r_ns, r_at,
            CASE WHEN lag_event_seq = event_seq THEN lag_ref END AS prev_ref,
            CASE WHEN lag_event_seq = event_seq THEN lag_seq END AS prev_seq,
-           CASE WHEN lag_event_seq = event_seq THEN lag_us END AS prev_us,
+           CASE WHEN lag_event_seq = event_seq THEN lag_ns END AS prev_ns,
            CASE WHEN lag_event_seq = event_seq THEN lag_at END AS prev_at,
            CASE WHEN lag_event_seq = event_seq THEN lag_pos END AS prev_pos
     FROM ordered
@@ -59,7 +59,7 @@ first_inversion AS (
            first_value(prev_at ORDER BY pos) AS prev_at,
            first_value(prev_pos ORDER BY pos) AS prev_pos
     FROM with_prev
-    WHERE prev_us > r_us
+    WHERE prev_ns > r_ns
     GROUP BY event_seq
 )
 SELECT e.task_id,

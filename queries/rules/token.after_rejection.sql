@@ -17,7 +17,7 @@
 --   task.started presenting the token issued for (task_9, agent:worker) at
 --   10:02: fires. A token for (task_9, agent:supervisor): silent.
 WITH uses AS (
-    SELECT u.seq, u.id, u.type, u.created_us, u.created_at, r.token_label,
+    SELECT u.seq, u.id, u.type, u.created_ns, u.created_at, r.token_label,
            coalesce(u.task_id, r.ref_task_id) AS pair_task_id,
            coalesce(u.delegated_to, r.ref_delegated_to) AS pair_to
     FROM token_uses u
@@ -28,13 +28,13 @@ rejected_before AS (
     -- the few after a rejection get here), so the final select needs no
     -- second join with uses, which would join token_uses and token_refs again
     SELECT u.seq, u.id, u.type, u.created_at, u.token_label, u.pair_task_id, u.pair_to,
-           first_value(j.seq ORDER BY j.created_us, j.seq) AS j_seq,
-           first_value(j.id ORDER BY j.created_us, j.seq) AS j_id,
-           first_value(j.created_at ORDER BY j.created_us, j.seq) AS j_at
+           first_value(j.seq ORDER BY j.created_ns, j.seq) AS j_seq,
+           first_value(j.id ORDER BY j.created_ns, j.seq) AS j_id,
+           first_value(j.created_at ORDER BY j.created_ns, j.seq) AS j_at
     FROM uses u
     JOIN ev j ON j.task_id = u.pair_task_id AND j.delegated_to = u.pair_to
     WHERE j.type = 'delegation.rejected'
-      AND (j.created_us < u.created_us OR (j.created_us = u.created_us AND j.seq < u.seq))
+      AND (j.created_ns < u.created_ns OR (j.created_ns = u.created_ns AND j.seq < u.seq))
     GROUP BY u.seq, u.id, u.type, u.created_at, u.token_label, u.pair_task_id, u.pair_to
 )
 SELECT

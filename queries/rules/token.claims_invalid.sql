@@ -17,6 +17,8 @@
 --     no exp     the token has no exp claim (MUST be rejected)
 --     expired    exp is at or before the event's created_at
 --     iat        iat is more than 60 s after the event's created_at
+--   (Times compare to the nanosecond; claims given in seconds are read to
+--   the microsecond.)
 --   The four binding checks run only where the event carries the field (a
 --   presenting event without delegated_by is not checked for iss); a
 --   missing claim against a present field fails. Tokens that do not decode
@@ -54,12 +56,13 @@ failed AS (
     SELECT seq, 'exp',
            concat('expired: exp ', instant_text(token_exp),
                   ' is at or before the event''s created_at')
-    FROM decoded WHERE token_exp <= created_at
+    FROM decoded WHERE token_exp_ns <= created_ns
     UNION ALL
     SELECT seq, 'iat',
            concat('iat ', instant_text(token_iat),
                   ' is more than 60 s after the event''s created_at')
-    FROM decoded WHERE token_iat > created_at + INTERVAL '60 seconds'
+    -- a decimal: an iat near the end of int64 nanoseconds plus 60 s wraps
+    FROM decoded WHERE CAST(token_iat_ns AS DECIMAL(38, 0)) - created_ns > 60000000000
 )
 SELECT
     d.task_id,

@@ -20,7 +20,7 @@ WITH issues AS (
            -- structured tokens are identified by jti, opaque ones by value
            CASE WHEN u.token_jti IS NOT NULL THEN concat('jti:', u.token_jti)
                 ELSE concat('value:', u.token) END AS replay_key,
-           time_order(u.created_us, u.seq) AS ord
+           time_order(u.created_ns, u.seq) AS ord
     FROM token_uses u
     WHERE u.is_issue
 ),

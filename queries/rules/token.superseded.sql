@@ -16,21 +16,21 @@
 --   tool.call.requested presenting ht_1 at 10:06: fires on the tool call.
 --   The same call at 10:04: silent.
 WITH issued AS (
-    SELECT token, token_label, ref_seq AS i_seq, ref_us AS i_us, ref_id AS i_id,
+    SELECT token, token_label, ref_seq AS i_seq, ref_ns AS i_ns, ref_id AS i_id,
            ref_at AS i_at, ref_task_id AS task_id
     FROM token_refs
     WHERE ref_is_issue AND ref_task_id IS NOT NULL
 ),
 first_escalation AS (
     SELECT i.token,
-           first_value(e.seq ORDER BY e.created_us, e.seq) AS e_seq,
-           first_value(e.id ORDER BY e.created_us, e.seq) AS e_id,
-           first_value(e.created_us ORDER BY e.created_us, e.seq) AS e_us,
-           first_value(e.created_at ORDER BY e.created_us, e.seq) AS e_at,
-           first_value(e.delegated_to ORDER BY e.created_us, e.seq) AS e_to
+           first_value(e.seq ORDER BY e.created_ns, e.seq) AS e_seq,
+           first_value(e.id ORDER BY e.created_ns, e.seq) AS e_id,
+           first_value(e.created_ns ORDER BY e.created_ns, e.seq) AS e_ns,
+           first_value(e.created_at ORDER BY e.created_ns, e.seq) AS e_at,
+           first_value(e.delegated_to ORDER BY e.created_ns, e.seq) AS e_to
     FROM issued i
     JOIN ev e ON e.task_id = i.task_id AND e.type = 'delegation.escalated'
-    WHERE e.created_us > i.i_us OR (e.created_us = i.i_us AND e.seq > i.i_seq)
+    WHERE e.created_ns > i.i_ns OR (e.created_ns = i.i_ns AND e.seq > i.i_seq)
     GROUP BY i.token
 )
 SELECT
@@ -45,4 +45,4 @@ SELECT
 FROM first_escalation x
 JOIN issued i ON i.token = x.token
 JOIN token_uses u ON u.token = x.token
-WHERE u.created_us > x.e_us OR (u.created_us = x.e_us AND u.seq > x.e_seq)
+WHERE u.created_ns > x.e_ns OR (u.created_ns = x.e_ns AND u.seq > x.e_seq)

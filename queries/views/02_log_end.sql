@@ -1,10 +1,17 @@
 -- One row: the end of the audited log (the last event instant of the whole
--- input) and the --horizon as microseconds (0 when not set). A rule that
--- waits for something up to the end of the log fires only when
--- end_us - <opening event's created_us> >= horizon_us. A horizon past what
--- int64 microseconds hold is capped there (longer than any log: nothing is
--- flagged), never wrapped into a negative one (everything flagged).
--- (least() skips nulls: the coalesce comes first.)
-SELECT l.end_us, l.end_at, least(coalesce(s.horizon_ms, 0), 9223372036854775) * 1000 AS horizon_us
-FROM (SELECT max(created_us) AS end_us, max(created_at) AS end_at FROM events) l
-CROSS JOIN settings s
+-- input: end_ns, end_at) and cutoff_ns, the last instant with at least the
+-- --horizon of log after it (end_ns when no horizon is set). A rule that
+-- waits for something up to the end of the log fires only when the event
+-- that opened the wait has created_ns <= cutoff_ns. cutoff_ns is null when
+-- the horizon is longer than any log can be (nothing is flagged): it is
+-- computed as a decimal, since int64 nanoseconds wrap silently long before
+-- a horizon in milliseconds does, and a wrapped cutoff would flag every wait.
+SELECT end_ns, end_at,
+       CASE WHEN cutoff >= -9223372036854775808 THEN CAST(cutoff AS BIGINT) END AS cutoff_ns
+FROM (
+    SELECT l.end_ns, l.end_at,
+           CAST(l.end_ns AS DECIMAL(38, 0))
+           - CAST(coalesce(s.horizon_ms, 0) AS DECIMAL(38, 0)) * 1000000 AS cutoff
+    FROM (SELECT max(created_ns) AS end_ns, max(created_at) AS end_at FROM events) l
+    CROSS JOIN settings s
+) c

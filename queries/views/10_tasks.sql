@@ -2,7 +2,7 @@
 -- One row per task (every task_id on a first-version event), the facts the
 -- orphan, parent, checkpoint and lifecycle rules share; task_key and
 -- parent_key are its id's and its parent's keys (01_ev.sql), for joins. "First" is always by
--- (created_us, seq): time order, ties in input order.
+-- (created_ns, seq): time order, ties in input order.
 --   parent_task_id  the first parent link seen on the task's events (a second,
 --                   different one is lifecycle.conflicting_parent)
 --   dialect         the dialect of the task's first event, or --spec when set;
@@ -16,7 +16,7 @@
 --                   that was only requested, then rejected)
 --   term_*          its first terminal event (completed, failed, cancelled,
 --                   timed_out); anything after it is an illegal transition
--- Speed: "first by (created_us, seq)" is min() of time_order(created_us,
+-- Speed: "first by (created_ns, seq)" is min() of time_order(created_ns,
 -- seq), one sortable number that carries the seq (queries/README.md). The
 -- six first events of a task are then fetched by seq (unique) in one join
 -- and pivoted back. (In the engine, first_value(x ORDER BY ...) per group
@@ -24,7 +24,7 @@
 -- keeps cluster plans small.)
 WITH keyed AS (
     SELECT task_key, parent_task_id, session_id, type,
-           time_order(created_us, seq) AS ord
+           time_order(created_ns, seq) AS ord
     FROM ev
     WHERE task_key IS NOT NULL
 ),
@@ -57,19 +57,19 @@ per_task AS (
            max(CASE WHEN p.kind = 2 THEN e.session_id END) AS session_id,
            max(CASE WHEN p.kind = 3 THEN e.dialect END) AS log_dialect,
            max(CASE WHEN p.kind = 3 THEN e.seq END) AS first_seq,
-           max(CASE WHEN p.kind = 3 THEN e.created_us END) AS first_us,
+           max(CASE WHEN p.kind = 3 THEN e.created_ns END) AS first_ns,
            max(CASE WHEN p.kind = 3 THEN e.created_at END) AS first_at,
            max(CASE WHEN p.kind = 3 THEN e.type END) AS first_type,
            max(CASE WHEN p.kind = 4 THEN e.seq END) AS state_seq,
-           max(CASE WHEN p.kind = 4 THEN e.created_us END) AS state_us,
+           max(CASE WHEN p.kind = 4 THEN e.created_ns END) AS state_ns,
            max(CASE WHEN p.kind = 4 THEN e.created_at END) AS state_at,
            max(CASE WHEN p.kind = 4 THEN e.type END) AS state_type,
            max(CASE WHEN p.kind = 5 THEN e.seq END) AS deleg_seq,
-           max(CASE WHEN p.kind = 5 THEN e.created_us END) AS deleg_us,
+           max(CASE WHEN p.kind = 5 THEN e.created_ns END) AS deleg_ns,
            max(CASE WHEN p.kind = 5 THEN e.created_at END) AS deleg_at,
            max(CASE WHEN p.kind = 5 THEN e.type END) AS deleg_type,
            max(CASE WHEN p.kind = 6 THEN e.seq END) AS term_seq,
-           max(CASE WHEN p.kind = 6 THEN e.created_us END) AS term_us,
+           max(CASE WHEN p.kind = 6 THEN e.created_ns END) AS term_ns,
            max(CASE WHEN p.kind = 6 THEN e.created_at END) AS term_at,
            max(CASE WHEN p.kind = 6 THEN e.type END) AS term_type,
            max(CASE WHEN p.kind = 6 THEN e.id END) AS term_id,
@@ -82,7 +82,7 @@ with_active AS (
     SELECT *,
         -- the task.* event activates unless a delegation acceptance came first
         (deleg_seq IS NULL OR (state_seq IS NOT NULL
-            AND (state_us < deleg_us OR (state_us = deleg_us AND state_seq < deleg_seq))))
+            AND (state_ns < deleg_ns OR (state_ns = deleg_ns AND state_seq < deleg_seq))))
             AS state_first
     FROM per_task
 )
@@ -94,14 +94,14 @@ SELECT
     coalesce(s.spec_override, t.log_dialect) AS dialect,
     t.log_dialect,
     t.session_id,
-    t.first_seq, t.first_us, t.first_at, t.first_type,
-    t.state_seq, t.state_us, t.state_at, t.state_type,
-    t.deleg_seq, t.deleg_us, t.deleg_at, t.deleg_type,
+    t.first_seq, t.first_ns, t.first_at, t.first_type,
+    t.state_seq, t.state_ns, t.state_at, t.state_type,
+    t.deleg_seq, t.deleg_ns, t.deleg_at, t.deleg_type,
     CASE WHEN t.state_first THEN t.state_seq ELSE t.deleg_seq END AS active_seq,
-    CASE WHEN t.state_first THEN t.state_us ELSE t.deleg_us END AS active_us,
+    CASE WHEN t.state_first THEN t.state_ns ELSE t.deleg_ns END AS active_ns,
     CASE WHEN t.state_first THEN t.state_at ELSE t.deleg_at END AS active_at,
     CASE WHEN t.state_first THEN t.state_type ELSE t.deleg_type END AS active_type,
-    t.term_seq, t.term_us, t.term_at, t.term_type,
+    t.term_seq, t.term_ns, t.term_at, t.term_type,
     t.term_id, t.term_causation_id
 FROM settings s
 CROSS JOIN with_active t

@@ -11,7 +11,7 @@
 --                            input order) and has no terminal event before or
 --                            at it. Null/false when the parent never ends.
 WITH first_link AS (
-    SELECT task_key AS child_key, parent_key, min(time_order(created_us, seq)) AS ord
+    SELECT task_key AS child_key, parent_key, min(time_order(created_ns, seq)) AS ord
     FROM ev
     WHERE task_key IS NOT NULL AND parent_key IS NOT NULL
       AND task_key <> parent_key
@@ -26,20 +26,20 @@ links AS (
 SELECT
     l.child_key, l.parent_key, l.child_id, l.parent_id, l.link_seq, l.link_at, l.link_type,
     c.dialect AS c_dialect,
-    c.active_seq AS c_active_seq, c.active_us AS c_active_us,
+    c.active_seq AS c_active_seq, c.active_ns AS c_active_ns,
     c.active_at AS c_active_at, c.active_type AS c_active_type,
-    c.term_seq AS c_term_seq, c.term_us AS c_term_us, c.term_at AS c_term_at,
+    c.term_seq AS c_term_seq, c.term_ns AS c_term_ns, c.term_at AS c_term_at,
     c.term_type AS c_term_type, c.term_id AS c_term_id,
     c.term_causation_id AS c_term_causation_id,
     p.task_id IS NOT NULL AS p_known,
     p.dialect AS p_dialect,
-    p.term_seq AS p_term_seq, p.term_us AS p_term_us, p.term_at AS p_term_at,
+    p.term_seq AS p_term_seq, p.term_ns AS p_term_ns, p.term_at AS p_term_at,
     p.term_type AS p_term_type, p.term_id AS p_term_id,
     (p.term_seq IS NOT NULL
      AND c.active_seq IS NOT NULL
-     AND (c.active_us < p.term_us OR (c.active_us = p.term_us AND c.active_seq < p.term_seq))
+     AND (c.active_ns < p.term_ns OR (c.active_ns = p.term_ns AND c.active_seq < p.term_seq))
      AND (c.term_seq IS NULL
-          OR c.term_us > p.term_us OR (c.term_us = p.term_us AND c.term_seq > p.term_seq)))
+          OR c.term_ns > p.term_ns OR (c.term_ns = p.term_ns AND c.term_seq > p.term_seq)))
         AS active_at_parent_end
 FROM links l
 JOIN tasks c ON c.task_key = l.child_key

@@ -19,7 +19,7 @@ WITH ordered AS (
     -- row is the task's previous lifecycle event when it has the same key
     -- (faster than PARTITION BY task_key, whose cost grows with the number
     -- of tasks in every batch)
-    SELECT seq, task_key, type, created_us,
+    SELECT seq, task_key, type, created_ns,
            lag(task_key) OVER w AS lag_task_key,
            lag(type) OVER w AS lag_type,
            lag(seq) OVER w AS lag_seq
@@ -28,10 +28,10 @@ WITH ordered AS (
       AND type IN ('task.submitted', 'task.accepted', 'task.started', 'task.progress',
                    'task.output', 'task.blocked', 'task.completed', 'task.failed',
                    'task.cancelled', 'task.timed_out')
-    WINDOW w AS (ORDER BY task_key, created_us, seq)
+    WINDOW w AS (ORDER BY task_key, created_ns, seq)
 ),
 states AS (
-    SELECT seq, task_key, type, created_us,
+    SELECT seq, task_key, type, created_ns,
            CASE WHEN lag_task_key = task_key THEN lag_type END AS prev_type,
            CASE WHEN lag_task_key = task_key THEN lag_seq END AS prev_seq
     FROM ordered
@@ -41,14 +41,14 @@ with_from AS (
            -- the first lifecycle event of a task delegated before it (unless
            -- the worker still starts the table at task.submitted)
            (t.deleg_seq IS NOT NULL
-            AND (t.deleg_us < s.created_us OR (t.deleg_us = s.created_us AND t.deleg_seq < s.seq)))
+            AND (t.deleg_ns < s.created_ns OR (t.deleg_ns = s.created_ns AND t.deleg_seq < s.seq)))
                AS after_delegation,
            t.deleg_seq, t.deleg_type, t.deleg_at
     FROM states s
     -- only such a first event looks up its task (the others join on a null
     -- key), and only delegated tasks are looked up: a small build side the
     -- engine can share, instead of repartitioning every lifecycle event
-    LEFT JOIN (SELECT task_key, deleg_seq, deleg_us, deleg_type, deleg_at
+    LEFT JOIN (SELECT task_key, deleg_seq, deleg_ns, deleg_type, deleg_at
                FROM tasks WHERE deleg_seq IS NOT NULL) t
            ON t.task_key = CASE WHEN s.prev_type IS NULL AND s.type <> 'task.submitted'
                                 THEN s.task_key END
@@ -64,7 +64,7 @@ checked AS (
           AND n.to_type = w.type
 )
 SELECT
-    w.seq, c.id, c.task_id, w.task_key, w.type, w.created_us, c.created_at,
+    w.seq, c.id, c.task_id, w.task_key, w.type, w.created_ns, c.created_at,
     CASE WHEN w.after_delegation THEN 'task.accepted' ELSE coalesce(w.prev_type, '(none)') END AS from_type,
     CASE WHEN w.after_delegation THEN w.deleg_seq ELSE w.prev_seq END AS from_seq,
     CASE WHEN w.after_delegation THEN concat(w.deleg_type, ' (counts as submitted + accepted)')

@@ -13,8 +13,8 @@ SELECT seq, id, type, task_id, parent_task_id, delegated_by, delegated_to,
             THEN concat(left(handoff_token, 8), '…')
             ELSE handoff_token END AS token_label,
        type = 'delegation.handoff.completed' AS is_issue,
-       created_us, created_at,
+       created_ns, created_at,
        token_structured, token_error, token_iss, token_sub, token_task_id,
-       token_parent_task_id, token_iat, token_exp, token_jti
+       token_parent_task_id, token_iat, token_exp, token_iat_ns, token_exp_ns, token_jti
 FROM ev
 WHERE handoff_token IS NOT NULL

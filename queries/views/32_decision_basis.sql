@@ -26,13 +26,13 @@ per_ref AS (
     GROUP BY d_seq, ref_id
 )
 SELECT d.seq AS d_seq, d.id AS d_id, d.type AS d_type, d.task_id AS d_task_id,
-       d.created_us AS d_created_us, d.created_at AS d_created_at,
+       d.created_ns AS d_created_ns, d.created_at AS d_created_at,
        r.ref_id, r.via,
        b.seq AS b_seq, b.type AS b_type, b.task_id AS b_task_id,
-       b.created_us AS b_created_us, b.created_at AS b_created_at,
+       b.created_ns AS b_created_ns, b.created_at AS b_created_at,
        b.source_trust AS b_source_trust, b.fact_id AS b_fact_id,
        b.valid_until AS b_valid_until, b.stale_after AS b_stale_after,
-       b.stale_at AS b_stale_at
+       b.stale_at AS b_stale_at, b.stale_at_ns AS b_stale_at_ns
 FROM per_ref r
 JOIN decisions d ON d.seq = r.d_seq
 LEFT JOIN ev b ON b.id = r.ref_id

@@ -100,6 +100,12 @@ pub fn run(args: AuditArgs, config: &Config, quiet: bool) -> anyhow::Result<u8> 
     })?;
     if !quiet {
         eprint!("{}", gate_summary(&report));
+        for note in report::window_note(&report)
+            .into_iter()
+            .chain(report::readings_note(&report))
+        {
+            eprintln!("hvaudit: {note}");
+        }
     }
     if !report.rule_errors.is_empty() {
         // A rule that could not run means the audit is incomplete.

@@ -296,8 +296,14 @@ pub fn accounting(ing: &Ingested) -> String {
     let line = |out: &mut String, i: &hvaudit::InputSummary| {
         let mark = if i.identity_holds() { "" } else { "  MISMATCH" };
         out.push_str(&format!(
-            "  {}: {} lines = {} events + {} redeliveries + {} bad lines ({} blank skipped){mark}\n",
-            i.path, i.lines, i.events, i.redeliveries, i.bad_lines, i.blank_lines
+            "  {}: {} lines = {} events{} + {} redeliveries + {} bad lines ({} blank skipped){mark}\n",
+            i.path,
+            i.lines,
+            i.events,
+            hvaudit::report::copies_term(i),
+            i.redeliveries,
+            i.bad_lines,
+            i.blank_lines
         ));
         if let Some(e) = &i.error {
             out.push_str(&format!("    warning: {e}\n"));

@@ -64,6 +64,8 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
         .map(|url| (url.as_str(), crate::cli::cluster_timeout(args.timeout)));
     // A log too large for --memory-limit, read into Parquet on disk.
     let mut on_disk: Option<super::OnDisk> = None;
+    // A cluster's place for what the executors read that the client wrote.
+    let mut scratch: Option<hvaudit::rules::Materialize> = None;
     block_on(async {
         let local = |memory_limit: Option<usize>| {
             engine::session(&EngineOptions {
@@ -75,11 +77,13 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
         let given = args.input.memory_limit.map(|m| m as usize);
         let ctx = match &cluster {
             Some(url) => {
-                on_time(
+                let (ctx, place) = on_time(
                     limit,
                     cluster_session(url, &args.input.paths, args.input.allow_empty),
                 )
-                .await?
+                .await?;
+                scratch = Some(place);
+                ctx
             }
             None if args.in_place => {
                 let files = hvaudit::ingest::in_place::scan_inputs(
@@ -200,11 +204,18 @@ async fn cluster_session(
     url: &str,
     paths: &[std::path::PathBuf],
     allow_empty: bool,
-) -> anyhow::Result<SessionContext> {
+) -> anyhow::Result<(SessionContext, hvaudit::rules::Materialize)> {
     let files = hvaudit::cluster::scan_inputs(paths, allow_empty)?;
     let ctx = hvaudit::cluster::connect(url).await?;
-    hvaudit::cluster::register_tables(&ctx, &files).await?;
-    Ok(ctx)
+    // Where the executors read rows the client wrote (ids kept by more
+    // than one convert run), as an audit's.
+    let cfg = hvaudit::audit::AuditConfig {
+        inputs: paths.to_vec(),
+        ..Default::default()
+    };
+    let scratch = hvaudit::audit::cluster_scratch(&cfg)?;
+    hvaudit::audit::register_files(&ctx, &files, &scratch).await?;
+    Ok((ctx, scratch))
 }
 
 #[cfg(not(feature = "cluster"))]
@@ -212,7 +223,7 @@ async fn cluster_session(
     url: &str,
     _: &[std::path::PathBuf],
     _: bool,
-) -> anyhow::Result<SessionContext> {
+) -> anyhow::Result<(SessionContext, hvaudit::rules::Materialize)> {
     anyhow::bail!(
         "--cluster {url}: this build has no cluster support; rebuild with the `cluster` feature"
     )

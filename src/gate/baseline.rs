@@ -20,6 +20,8 @@ pub struct Baseline {
 #[derive(Deserialize)]
 struct JsonReport {
     tool: Option<String>,
+    /// Absent in reports written before fingerprints had a version.
+    fingerprint_version: Option<u32>,
     findings: Vec<Finding>,
 }
 
@@ -38,6 +40,19 @@ impl Baseline {
         if report.tool.as_deref() != Some("hvaudit") {
             anyhow::bail!(
                 "the baseline {shown} is not an hvaudit JSON report (its `tool` is not \"hvaudit\")"
+            );
+        }
+        let current = crate::finding_store::FINGERPRINT_VERSION;
+        if report.fingerprint_version != Some(current) {
+            let written = match report.fingerprint_version {
+                Some(v) => format!("version {v}"),
+                None => "an earlier version".to_string(),
+            };
+            anyhow::bail!(
+                "the baseline {shown} holds fingerprints of {written}, and this hvaudit makes \
+                 them another way (version {current}: from what the cited events say, not their \
+                 ids), so no finding would match; rebuild it from the same logs: \
+                 `hvaudit audit LOGS --format json -o {shown}` (review the findings it holds again)"
             );
         }
         Ok(Baseline {

@@ -1,14 +1,27 @@
-//! Collapsing redeliveries: the same id with the same content is one event
-//! (its `redeliveries` counts the repeats); the same id with different
-//! content keeps every version (`version` 1, 2, ... in created_at order,
-//! then input order) for the integrity rule.
+//! Collapsing redeliveries (docs/protocol.md, identity): the same
+//! id (its exact text) with the same content (the same JSON value) is one
+//! event, whose `redeliveries` counts the repeats; the same id with other
+//! content keeps every version (`version` 1, 2, ... by created_at, then
+//! input order), which the integrity rule and the readings of later
+//! versions (`rules::readings`) read.
+//!
+//! Rows are looked up by a keyed hash of their id and by their content
+//! digest. Both only narrow the search: a row whose id key and digest match
+//! a kept row's is compared with that row, id text and every column (JSON
+//! as values), before it is dropped as a redelivery. Where the kept row is
+//! in memory that happens at once; where it was spilled to disk, when the
+//! dedup finishes (the row is kept until then). Versions are bucketed by
+//! digest, so N versions of one id cost O(N), not O(N^2).
 
+use super::canonical::{self, Canonicalizer};
 use super::ndjson::ParsedChunk;
-use super::row::{ChunkRows, drop_rows, share_empty_columns};
+use super::normalize::Parsed;
+use super::row::{drop_rows, share_empty_columns};
 use super::schema::{EVENTS, JSON_COLUMNS, PROVENANCE, events_col};
 use crate::signals::Temp;
 use datafusion::arrow::array::{
-    Array, ArrayRef, Int32Array, Int64Array, StringArray, UInt32Array, make_comparator,
+    Array, ArrayRef, AsArray, FixedSizeBinaryArray, Int32Array, Int64Array, StringArray,
+    UInt32Array, make_comparator,
 };
 use datafusion::arrow::compute::{SortOptions, concat_batches, take_record_batch};
 use datafusion::arrow::ipc::CompressionType;
@@ -16,17 +29,100 @@ use datafusion::arrow::ipc::reader::FileReader;
 use datafusion::arrow::ipc::writer::{FileWriter, IpcWriteOptions};
 use datafusion::arrow::record_batch::RecordBatch;
 use foldhash::HashMap;
-use std::collections::hash_map::Entry;
+use std::collections::hash_map::Entry as Slot;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// One content version of an id: where its row is (in the kept rows).
-#[derive(Clone, Copy)]
-struct Version {
-    content_hash: u64,
-    /// The group of kept rows it is in, and its row there.
-    chunk: u32,
+/// Where a kept row is: its group, and its position among the group's
+/// kept rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct At {
+    group: u32,
     row: u32,
+}
+
+/// No index into `Deduper::seen`.
+const ALONE: u32 = u32::MAX;
+
+/// The table's entry per id key: the first row kept under it, its digest's
+/// first bytes, and where the rest are once there is more than one.
+#[derive(Clone, Copy)]
+struct Entry {
+    at: At,
+    digest: u64,
+    more: u32,
+}
+
+/// The rows kept under one id key once there are several (versions of one
+/// id, or, rarely, ids sharing the key).
+#[derive(Default)]
+struct Seen {
+    /// In input order, with the first bytes of each row's digest.
+    rows: Vec<(At, u64)>,
+    /// Digest -> positions in `rows`, once there are many of them.
+    by_digest: HashMap<u64, Vec<u32>>,
+}
+
+/// The table's digest of a row whose line's digest is unknown: stored by a
+/// `convert` of layout 1 or 2, which kept no line text to make it of
+/// (`row_keys`). Such a row is compared with every row of its id. (A line
+/// whose digest happens to start with 8 zero bytes is compared more, never
+/// less.)
+const UNKNOWN: u64 = 0;
+
+/// Up to this many rows under one key are scanned; past it, looked up.
+const SCAN: usize = 8;
+
+impl Seen {
+    fn add(&mut self, at: At, digest: u64) {
+        let n = self.rows.len() as u32;
+        self.rows.push((at, digest));
+        if self.rows.len() > SCAN {
+            if self.by_digest.is_empty() {
+                for (i, (_, d)) in self.rows.iter().enumerate() {
+                    self.by_digest.entry(*d).or_default().push(i as u32);
+                }
+            } else {
+                self.by_digest.entry(digest).or_default().push(n);
+            }
+        }
+    }
+
+    /// The rows with this digest, in input order.
+    /// The rows with this digest, in input order, and those whose line's
+    /// digest is unknown (`UNKNOWN`), which any row may equal.
+    fn with_digest(&self, digest: u64) -> Vec<At> {
+        if self.by_digest.is_empty() || digest == UNKNOWN {
+            return (self.rows.iter())
+                .filter(|(_, d)| *d == digest || *d == UNKNOWN || digest == UNKNOWN)
+                .map(|(at, _)| *at)
+                .collect();
+        }
+        let mut ix: Vec<u32> = [digest, UNKNOWN]
+            .iter()
+            .flat_map(|d| self.by_digest.get(d).into_iter().flatten().copied())
+            .collect();
+        ix.sort_unstable();
+        ix.into_iter().map(|i| self.rows[i as usize].0).collect()
+    }
+}
+
+/// A row kept as the presumed repeat of a row that was spilled: compared
+/// when the dedup finishes.
+struct Pending {
+    at: At,
+    of: At,
+}
+
+/// How one chunk's lines were counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Distinct events: the first version of each id.
+    pub events: u64,
+    /// Later versions of an id (other contents under an id already seen).
+    pub versions: u64,
+    /// Exact repeats, collapsed.
+    pub redeliveries: u64,
 }
 
 /// Per chunk: rows kept, and the events/redeliveries attributed to its input.
@@ -36,8 +132,8 @@ pub struct Outcome {
     /// The rows, in order, when groups of them were spilled (`batches` is
     /// then empty): each read back when its turn comes.
     pub groups: Vec<Group>,
-    /// Per chunk (same order as given): (distinct events, redeliveries).
-    pub per_chunk: Vec<(u64, u64)>,
+    /// Per chunk (same order as given).
+    pub per_chunk: Vec<Counts>,
 }
 
 /// The rows of one or more consecutive chunks once their redeliveries are
@@ -201,14 +297,16 @@ fn coalesce(batches: Vec<RecordBatch>) -> Vec<RecordBatch> {
 /// Collapses redeliveries chunk by chunk, in input order, as chunks come
 /// from the parsers: whether a row is kept depends only on the rows before
 /// it, so each chunk is laid out without its redeliveries while later
-/// chunks are still being parsed. Only the redelivery counts and version
-/// numbers of kept rows change afterwards, and the rare rows whose text
-/// differed from an earlier one's but whose values are the same.
+/// chunks are still being parsed. Afterwards only redelivery counts and
+/// version numbers change, and rows presumed repeats of spilled rows go
+/// once confirmed.
 pub struct Deduper {
-    first: HashMap<u128, Version>,
-    later: HashMap<u128, Vec<Version>>,
+    table: HashMap<u64, Entry>,
+    seen: Vec<Seen>,
+    pending: Vec<Pending>,
     kept: Vec<Kept>,
-    per_chunk: Vec<(u64, u64)>,
+    per_chunk: Vec<Counts>,
+    canonical: Canonicalizer,
     /// Where closed groups are written so that memory holds only the
     /// tables of ids and counts (None: they stay in memory).
     spill_dir: Option<PathBuf>,
@@ -216,15 +314,22 @@ pub struct Deduper {
     spill_error: Option<std::io::Error>,
 }
 
+/// The first 8 bytes of a digest, as the table keeps it.
+fn short(digest: &[u8; 16]) -> u64 {
+    u64::from_le_bytes(digest[..8].try_into().expect("8 bytes"))
+}
+
 impl Deduper {
     /// `events` is an estimate of the distinct events to come: growing a
     /// table of millions of ids copies it each time.
     pub fn with_capacity(events: usize) -> Self {
         Deduper {
-            first: HashMap::with_capacity_and_hasher(events, Default::default()),
-            later: HashMap::default(),
+            table: HashMap::with_capacity_and_hasher(events, Default::default()),
+            seen: Vec::new(),
+            pending: Vec::new(),
             kept: Vec::new(),
             per_chunk: Vec::new(),
+            canonical: Canonicalizer::default(),
             spill_dir: None,
             spill_error: None,
         }
@@ -240,9 +345,13 @@ impl Deduper {
         }
     }
 
-    /// Close group `gi`, and spill it when spilling.
+    /// Close group `gi`, and spill it when spilling (once: a closed group
+    /// stays as it is).
     fn close_group(&mut self, gi: usize) {
         let group = &mut self.kept[gi];
+        if !group.is_open() {
+            return;
+        }
         group.close();
         if let Some(dir) = &self.spill_dir
             && self.spill_error.is_none()
@@ -252,17 +361,27 @@ impl Deduper {
             self.spill_error = Some(e);
         }
     }
+}
 
+/// A kept row of an earlier chunk, when it is in memory.
+fn row_in_memory(kept: &[Kept], at: At) -> Option<(&RecordBatch, usize)> {
+    let group = kept.get(at.group as usize)?;
+    if group.is_open() {
+        let part = group.chunks.partition_point(|&(first, _)| first <= at.row) - 1;
+        let first = group.chunks[part].0;
+        return Some((&group.parts[part], (at.row - first) as usize));
+    }
+    (group.spilled.is_none()).then_some((&group.events, at.row as usize))
+}
+
+impl Deduper {
     /// Take the next chunk in input order: its events and keys move in,
     /// the rest of it (lines, bad lines) stays with the caller.
-    ///
-    /// Rows are told apart here by their content hash alone; a row whose
-    /// hash is new for its id is kept as a version, and [`Self::finish`]
-    /// folds versions whose values turn out equal.
     pub fn push(&mut self, chunk: &mut ParsedChunk) {
-        let rows = std::mem::replace(&mut chunk.events, ChunkRows::Taken);
+        let rows = std::mem::replace(&mut chunk.events, super::row::ChunkRows::Taken);
         let keys = std::mem::take(&mut chunk.keys);
-        let joins = rows.is_events_layout()
+        let alone = !rows.is_events_layout();
+        let joins = !alone
             && self
                 .kept
                 .last()
@@ -277,52 +396,45 @@ impl Deduper {
         let first_row = self.kept[gi].redeliveries.len() as u32;
         let chunk_idx = self.per_chunk.len() as u32;
         self.kept[gi].chunks.push((first_row, chunk_idx));
-        let stored = stored_redeliveries(&rows);
+        // Laid out whole: a redelivery is compared with its original on the
+        // rows before it goes (a chunk without one is not copied).
+        let full = rows.finish();
+        let stored = stored_redeliveries(&full);
         let mut keep = Vec::with_capacity(keys.len());
-        let mut counts = (0u64, 0u64);
-        let mut kept = 0;
-        for (ri, &(id_hash, content_hash)) in keys.iter().enumerate() {
+        // Row in `full` of each row kept so far from this chunk.
+        let mut kept_here: Vec<u32> = Vec::with_capacity(keys.len());
+        let mut counts = Counts::default();
+        for (ri, key) in keys.iter().enumerate() {
             let stored = stored.get(ri).copied().unwrap_or(0);
-            let here = Version {
-                content_hash,
-                chunk: gi as u32,
-                row: self.kept[gi].redeliveries.len() as u32,
+            let here = At {
+                group: gi as u32,
+                row: first_row + kept_here.len() as u32,
             };
-            let v1 = match self.first.entry(id_hash) {
-                Entry::Vacant(slot) => {
-                    slot.insert(here);
-                    None
-                }
-                Entry::Occupied(slot) => Some(*slot.get()),
-            };
-            let seen = v1.and_then(|v1| {
-                let others = self.later.get(&id_hash).map_or(&[][..], Vec::as_slice);
-                std::iter::once(&v1)
-                    .chain(others)
-                    .find(|v| v.content_hash == content_hash)
-                    .copied()
-            });
-            match seen {
-                Some(v) => {
-                    let repeats = 1 + stored;
-                    self.kept[v.chunk as usize].redeliveries[v.row as usize] += repeats;
-                    counts.1 += repeats as u64;
+            match self.repeat_of(key, (&full, ri), here, &kept_here, first_row) {
+                Repeat::Of(of) => {
+                    // Its stored repeats are counted with the chunk's
+                    // (`ParsedChunk::collapsed`); the row itself here.
+                    self.add_repeats(of, 1 + stored);
+                    counts.redeliveries += 1;
                     keep.push(false);
+                    continue;
                 }
-                None => {
-                    if v1.is_some() {
-                        self.later.entry(id_hash).or_default().push(here);
-                    }
-                    counts.0 += 1;
-                    keep.push(true);
-                    kept += 1;
-                    self.kept[gi].redeliveries.push(stored);
-                }
+                Repeat::Maybe(of) => self.pending.push(Pending { at: here, of }),
+                Repeat::No => {}
             }
+            counts.events += 1;
+            keep.push(true);
+            kept_here.push(ri as u32);
+            self.kept[gi].redeliveries.push(stored);
         }
-        let alone = !rows.is_events_layout();
+        let kept = kept_here.len();
+        let batch = if kept == full.num_rows() {
+            full
+        } else {
+            drop_rows(full, keep, kept)
+        };
         let group = &mut self.kept[gi];
-        group.parts.push(rows.keep(keep, kept));
+        group.parts.push(batch);
         let full = group.redeliveries.len() >= GROUP_ROWS / 2 || group.parts.len() >= GROUP_PARTS;
         if full || alone {
             self.close_group(gi);
@@ -330,9 +442,82 @@ impl Deduper {
         self.per_chunk.push(counts);
     }
 
-    /// Fold versions with equal values, number the rest and attach the
-    /// final counts. Fails only when a group could not be spilled or read
-    /// back.
+    /// Add `n` repeats to the kept row at `at` (in memory or spilled: the
+    /// counts are held apart from the rows).
+    fn add_repeats(&mut self, at: At, n: i64) {
+        self.kept[at.group as usize].redeliveries[at.row as usize] += n;
+    }
+
+    /// Whether the row `(batch, row)` with `key`, which would be kept at
+    /// `here`, repeats a row kept before; it is entered in the table
+    /// unless it does.
+    fn repeat_of(
+        &mut self,
+        key: &Parsed,
+        (batch, row): (&RecordBatch, usize),
+        here: At,
+        kept_here: &[u32],
+        first_row: u32,
+    ) -> Repeat {
+        let digest = short(&key.digest);
+        let entry = match self.table.entry(key.id_key) {
+            Slot::Vacant(slot) => {
+                slot.insert(Entry {
+                    at: here,
+                    digest,
+                    more: ALONE,
+                });
+                return Repeat::No;
+            }
+            Slot::Occupied(slot) => *slot.get(),
+        };
+        let candidates = if entry.more == ALONE {
+            if entry.digest == digest || entry.digest == UNKNOWN || digest == UNKNOWN {
+                vec![entry.at]
+            } else {
+                Vec::new()
+            }
+        } else {
+            self.seen[entry.more as usize].with_digest(digest)
+        };
+        let mut spilled = None;
+        for c in candidates {
+            let earlier = if c.group == here.group && c.row >= first_row {
+                Some((batch, kept_here[(c.row - first_row) as usize] as usize))
+            } else {
+                row_in_memory(&self.kept, c)
+            };
+            match earlier {
+                Some((b, r)) => {
+                    if same_event(b, r, batch, row, &mut self.canonical) {
+                        return Repeat::Of(c);
+                    }
+                }
+                None => spilled = spilled.or(Some(c)),
+            }
+        }
+        // Kept: another version of the id, another id under the key, or a
+        // presumed repeat of a spilled row until it is compared.
+        let more = if entry.more == ALONE {
+            let mut seen = Seen::default();
+            seen.add(entry.at, entry.digest);
+            self.seen.push(seen);
+            let more = (self.seen.len() - 1) as u32;
+            self.table.insert(key.id_key, Entry { more, ..entry });
+            more
+        } else {
+            entry.more
+        };
+        self.seen[more as usize].add(here, digest);
+        match spilled {
+            Some(of) => Repeat::Maybe(of),
+            None => Repeat::No,
+        }
+    }
+
+    /// Confirm the presumed repeats, number the versions of each id and
+    /// attach the final counts. Fails only when a group could not be
+    /// spilled or read back.
     pub fn finish(mut self) -> std::io::Result<Outcome> {
         if !self.kept.is_empty() {
             self.close_group(self.kept.len() - 1);
@@ -340,63 +525,66 @@ impl Deduper {
         if let Some(e) = self.spill_error.take() {
             return Err(e);
         }
-        // The rows of spilled groups that versions compare, read back once.
-        let loaded = self.rows_of_versions()?;
-        let row_of = |kept: &[Kept], v: &Version| -> (RecordBatch, usize) {
-            match loaded.index.get(&(v.chunk, v.row)) {
-                Some(&(part, row)) => (loaded.parts[part as usize].clone(), row as usize),
-                None => (kept[v.chunk as usize].events.clone(), v.row as usize),
+        // Every row a comparison or a numbering reads, read back once.
+        let mut wanted: Vec<At> = self.pending.iter().flat_map(|p| [p.at, p.of]).collect();
+        for seen in &self.seen {
+            wanted.extend(seen.rows.iter().map(|(at, _)| *at));
+        }
+        let loaded = self.rows_of(wanted)?;
+        // Presumed repeats, in input order: a repeat goes, its count moves.
+        let mut gone: std::collections::HashSet<At> = Default::default();
+        let pending = std::mem::take(&mut self.pending);
+        for p in &pending {
+            let ((x, i), (y, j)) = (loaded.row(&self.kept, p.of), loaded.row(&self.kept, p.at));
+            if !same_event(x, i, y, j, &mut self.canonical) {
+                continue;
             }
-        };
-        // Rows dropped from groups already laid out: (group, row).
-        let mut folded: Vec<(u32, u32)> = Vec::new();
-        for (id_hash, others) in &self.later {
-            let mut versions = vec![self.first[id_hash]];
-            for &v in others {
-                // Different raw text can still be the same JSON value
-                // (white space, key order, escapes): compare the rows.
-                let (batch, row) = row_of(&self.kept, &v);
-                let same = versions.iter().find(|earlier| {
-                    let (b, r) = row_of(&self.kept, earlier);
-                    rows_equal(&b, r, &batch, row)
-                });
-                match same.copied() {
-                    Some(earlier) => {
-                        let stored = int(&batch, "redeliveries", row as u32);
-                        let kept = &mut self.kept[v.chunk as usize];
-                        let repeats = 1 + kept.redeliveries[v.row as usize];
-                        self.kept[earlier.chunk as usize].redeliveries[earlier.row as usize] +=
-                            repeats;
-                        let from = self.kept[v.chunk as usize].chunk_of(v.row);
-                        let counts = &mut self.per_chunk[from];
-                        counts.0 -= 1;
-                        counts.1 += 1 + stored as u64;
-                        folded.push((v.chunk, v.row));
-                    }
-                    None => versions.push(v),
-                }
-            }
-            // Number the versions of an id by time (created_at, then input
-            // order), not by which file happened to be read first: the same
-            // events give the same version 1 however they are cut into files
-            // and ordered.
-            versions.sort_by_key(|v| {
-                let (events, row) = row_of(&self.kept, v);
-                (
-                    int(&events, "created_us", row as u32),
-                    int(&events, "seq", row as u32),
-                )
-            });
-            for (n, v) in versions.iter().enumerate() {
-                self.kept[v.chunk as usize].version[v.row as usize] = n as i32 + 1;
+            let repeats = 1 + self.kept[p.at.group as usize].redeliveries[p.at.row as usize];
+            self.add_repeats(p.of, repeats);
+            let chunk = self.kept[p.at.group as usize].chunk_of(p.at.row);
+            let counts = &mut self.per_chunk[chunk];
+            counts.events -= 1;
+            counts.redeliveries += 1;
+            gone.insert(p.at);
+        }
+        // Versions: per id key, the rows of each id (by its text), numbered
+        // by time (created_at, then input order) so that the same events
+        // give the same version 1 however they are cut into files.
+        let mut numbered: Vec<(At, i32)> = Vec::new();
+        for seen in &self.seen {
+            let mut rows: Vec<(&str, i64, i64, At)> = seen
+                .rows
+                .iter()
+                .filter(|(at, _)| !gone.contains(at))
+                .map(|(at, _)| {
+                    let (b, r) = loaded.row(&self.kept, *at);
+                    let id = b.column(events_col("id")).as_string::<i32>().value(r);
+                    (id, int(b, "created_ns", r), int(b, "seq", r), *at)
+                })
+                .collect();
+            rows.sort_unstable();
+            for same_id in rows.chunk_by(|a, b| a.0 == b.0) {
+                let versions = same_id.iter().enumerate();
+                numbered.extend(versions.map(|(n, row)| (row.3, n as i32 + 1)));
             }
         }
-        folded.sort_unstable();
-        for rows in folded.chunk_by(|a, b| a.0 == b.0) {
-            let kept = &mut self.kept[rows[0].0 as usize];
+        for (at, version) in numbered {
+            let kept = &mut self.kept[at.group as usize];
+            kept.version[at.row as usize] = version;
+            if version > 1 {
+                let chunk = kept.chunk_of(at.row);
+                self.per_chunk[chunk].events -= 1;
+                self.per_chunk[chunk].versions += 1;
+            }
+        }
+        drop(loaded);
+        let mut gone: Vec<At> = gone.into_iter().collect();
+        gone.sort_unstable();
+        for rows in gone.chunk_by(|a, b| a.group == b.group) {
+            let kept = &mut self.kept[rows[0].group as usize];
             let mut keep = vec![true; kept.rows];
-            for &(_, row) in rows {
-                keep[row as usize] = false;
+            for at in rows {
+                keep[at.row as usize] = false;
             }
             retain_marked(&mut kept.redeliveries, &keep);
             retain_marked(&mut kept.version, &keep);
@@ -428,23 +616,19 @@ impl Deduper {
         })
     }
 
-    /// The rows of spilled groups that ids with several contents cite,
-    /// read back once per group: one batch of them per group, and where
-    /// each (group, row) is among them. A batch per row would cost more in
-    /// column headers (70 arrays) than the rows hold, and a log with many
-    /// redeliveries in other text (key order, white space) has one such row
-    /// per redelivery.
-    fn rows_of_versions(&self) -> std::io::Result<RowsOfVersions> {
-        let mut wanted: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
-        for (id_hash, others) in &self.later {
-            for v in std::iter::once(&self.first[id_hash]).chain(others) {
-                if self.kept[v.chunk as usize].spilled.is_some() {
-                    wanted.entry(v.chunk).or_default().push(v.row);
-                }
+    /// The rows at `wanted` of spilled groups, read back once per group:
+    /// one batch of them per group, and where each row is among them. A
+    /// batch per row would cost more in column headers (70 arrays) than the
+    /// rows hold.
+    fn rows_of(&self, wanted: Vec<At>) -> std::io::Result<RowsOfVersions> {
+        let mut by_group: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
+        for at in wanted {
+            if self.kept[at.group as usize].spilled.is_some() {
+                by_group.entry(at.group).or_default().push(at.row);
             }
         }
         let mut out = RowsOfVersions::default();
-        for (group, mut rows) in wanted {
+        for (group, mut rows) in by_group {
             rows.sort_unstable();
             rows.dedup();
             let events = self.kept[group as usize].load()?;
@@ -453,7 +637,7 @@ impl Deduper {
             drop(events);
             let at = out.parts.len() as u32;
             for (i, row) in rows.into_iter().enumerate() {
-                out.index.insert((group, row), (at, i as u32));
+                out.index.insert(At { group, row }, (at, i as u32));
             }
             out.parts.push(part);
         }
@@ -461,11 +645,31 @@ impl Deduper {
     }
 }
 
-/// Rows of spilled groups, read back: (group, row) -> (part, row in it).
+/// What a row is to the rows kept before it.
+enum Repeat {
+    /// The same event as the kept row there.
+    Of(At),
+    /// Maybe the same event as that spilled row: kept, compared at the end.
+    Maybe(At),
+    /// Not a repeat: a new event or another version.
+    No,
+}
+
+/// Rows of spilled groups, read back: At -> (part, row in it).
 #[derive(Default)]
 struct RowsOfVersions {
     parts: Vec<RecordBatch>,
-    index: HashMap<(u32, u32), (u32, u32)>,
+    index: HashMap<At, (u32, u32)>,
+}
+
+impl RowsOfVersions {
+    /// The row at `at`: read back if its group was spilled, else in memory.
+    fn row<'a>(&'a self, kept: &'a [Kept], at: At) -> (&'a RecordBatch, usize) {
+        match self.index.get(&at) {
+            Some(&(part, row)) => (&self.parts[part as usize], row as usize),
+            None => (&kept[at.group as usize].events, at.row as usize),
+        }
+    }
 }
 
 /// Keep the entries of `values` marked in `keep`.
@@ -474,27 +678,28 @@ fn retain_marked<T>(values: &mut Vec<T>, keep: &[bool]) {
     values.retain(|_| *flags.next().unwrap_or(&true));
 }
 
-fn int(batch: &RecordBatch, name: &str, row: u32) -> i64 {
+fn int(batch: &RecordBatch, name: &str, row: usize) -> i64 {
     let col = batch.column(events_col(name));
     let ints = col
         .as_any()
         .downcast_ref::<Int64Array>()
         .expect("an Int64 column");
-    ints.value(row as usize)
+    ints.value(row)
 }
 
 /// Redelivery counts already recorded (Parquet written by `convert`); none
 /// for rows read from NDJSON.
-fn stored_redeliveries(rows: &ChunkRows) -> Vec<i64> {
-    let ChunkRows::Built(batch) = rows else {
+fn stored_redeliveries(batch: &RecordBatch) -> Vec<i64> {
+    let Ok(at) = batch.schema().index_of("redeliveries") else {
         return Vec::new();
     };
-    let col = batch.column(events_col("redeliveries"));
-    let ints = col
-        .as_any()
-        .downcast_ref::<Int64Array>()
-        .expect("redeliveries is Int64");
-    ints.values().to_vec()
+    let col = batch.column(at);
+    match col.as_any().downcast_ref::<Int64Array>() {
+        Some(ints) if ints.null_count() == 0 && ints.values().iter().any(|n| *n != 0) => {
+            ints.values().to_vec()
+        }
+        _ => Vec::new(),
+    }
 }
 
 fn with_column(batch: &RecordBatch, name: &str, col: ArrayRef) -> RecordBatch {
@@ -503,24 +708,113 @@ fn with_column(batch: &RecordBatch, name: &str, col: ArrayRef) -> RecordBatch {
     RecordBatch::try_new(batch.schema(), cols).expect("same type as before")
 }
 
-/// Compare two event rows on everything but provenance; JSON text as values.
-pub fn rows_equal(x: &RecordBatch, i: usize, y: &RecordBatch, j: usize) -> bool {
+/// Digests for rows of `convert`'s Parquet written before rows carried
+/// their own (layouts 1 and 2): BLAKE3 of each row's content columns
+/// (every one but provenance, by name, JSON text in canonical form). Not
+/// the digest the line would have had, which those files do not keep.
+pub fn digest_of_columns(batch: &RecordBatch) -> FixedSizeBinaryArray {
+    let mut canonical = Canonicalizer::default();
+    let schema = batch.schema();
+    let mut out = Vec::with_capacity(16 * batch.num_rows());
+    let mut text = Vec::new();
+    for r in 0..batch.num_rows() {
+        text.clear();
+        for (k, field) in schema.fields().iter().enumerate() {
+            let name = field.name().as_str();
+            if PROVENANCE.contains(&name) || name == "digest" {
+                continue;
+            }
+            text.extend_from_slice(name.as_bytes());
+            text.push(b'=');
+            let column = batch.column(k);
+            if column.is_null(r) {
+                text.extend_from_slice(b"null");
+            } else if JSON_COLUMNS.contains(&name)
+                && let Some(json) = column.as_string_opt::<i32>()
+                && let Ok(c) = canonical.canonical(json.value(r))
+            {
+                text.extend_from_slice(c);
+            } else {
+                let shown = datafusion::arrow::util::display::array_value_to_string(column, r)
+                    .unwrap_or_default();
+                canonical::push_string(&mut text, &shown);
+            }
+            text.push(0);
+        }
+        out.extend_from_slice(&super::identity::digest(&text));
+    }
+    FixedSizeBinaryArray::new(16, out.into(), None)
+}
+
+/// What the dedup looks stored rows (laid out as `EVENTS`) up by: their id
+/// key and digest. Rows stored without the line as written (layouts 1 and
+/// 2) have a digest made of their columns, unlike any line's: filed as
+/// unknown (zeros), compared with every row of their id.
+pub fn row_keys(batch: &RecordBatch) -> Vec<Parsed> {
+    let ids = batch.column(events_col("id")).as_string::<i32>();
+    let digests = batch.column(events_col("digest")).as_fixed_size_binary();
+    let written = batch.column(events_col("as_written"));
+    (0..batch.num_rows())
+        .map(|r| Parsed {
+            id_key: super::identity::id_key(ids.value(r)),
+            digest: match written.is_null(r) || digests.is_null(r) {
+                false => digests.value(r).try_into().expect("16 bytes"),
+                true => [0; 16],
+            },
+        })
+        .collect()
+}
+
+/// Columns whose typed value can differ while the member as written is the
+/// same JSON value (`0` and `-0` as floats), or be the same while it
+/// differs: `as_written` holds them exactly, and compares instead.
+const COMPARED_AS_WRITTEN: [&str; 2] = ["confidence", "attestation_count"];
+
+/// Whether two rows are the same event: the same id text and the same
+/// content, every column but provenance compared, JSON text as JSON values.
+pub fn same_event(
+    x: &RecordBatch,
+    i: usize,
+    y: &RecordBatch,
+    j: usize,
+    canonical: &mut Canonicalizer,
+) -> bool {
+    let digests = |b: &RecordBatch, r: usize| -> Option<Vec<u8>> {
+        let at = b.schema().index_of("digest").ok()?;
+        let d: &FixedSizeBinaryArray = b.column(at).as_fixed_size_binary_opt()?;
+        Some(d.value(r).to_vec())
+    };
+    // A row stored without the line as written (layouts 1 and 2) is
+    // compared on what its columns keep: the nearest a comparison can come.
+    let legacy = |b: &RecordBatch, r: usize| {
+        let at = b.schema().index_of("as_written").ok();
+        at.is_none_or(|at| b.column(at).is_null(r))
+    };
+    let whole = !legacy(x, i) && !legacy(y, j);
+    // Different digests: different values (the digest is of the value).
+    if whole && digests(x, i) != digests(y, j) {
+        return false;
+    }
     for (k, field) in x.schema().fields().iter().enumerate() {
         let name = field.name().as_str();
-        if PROVENANCE.contains(&name) {
+        if PROVENANCE.contains(&name) || COMPARED_AS_WRITTEN.contains(&name) {
             continue;
         }
-        let (cx, cy) = (x.column(k), y.column(k));
+        let kept_by_line_only = ["digest", "as_written"].contains(&name)
+            || super::schema::NS_COLUMNS.iter().any(|(ns, _)| *ns == name);
+        if !whole && kept_by_line_only {
+            continue;
+        }
+        let Ok(other) = y.schema().index_of(name) else {
+            return false;
+        };
+        let (cx, cy) = (x.column(k), y.column(other));
         if JSON_COLUMNS.contains(&name) {
-            let sx = cx
-                .as_any()
-                .downcast_ref::<StringArray>()
-                .expect("JSON text is Utf8");
-            let sy = cy
-                .as_any()
-                .downcast_ref::<StringArray>()
-                .expect("JSON text is Utf8");
-            if !json_equal(sx, i, sy, j) {
+            let (Some(sx), Some(sy)) = (cx.as_string_opt::<i32>(), cy.as_string_opt::<i32>())
+            else {
+                return false;
+            };
+            if !json_equal(sx, i, sy, j, canonical) {
                 return false;
             }
             continue;
@@ -536,17 +830,16 @@ pub fn rows_equal(x: &RecordBatch, i: usize, y: &RecordBatch, j: usize) -> bool 
     true
 }
 
-fn json_equal(x: &StringArray, i: usize, y: &StringArray, j: usize) -> bool {
+fn json_equal(
+    x: &StringArray,
+    i: usize,
+    y: &StringArray,
+    j: usize,
+    canonical: &mut Canonicalizer,
+) -> bool {
     match (x.is_null(i), y.is_null(j)) {
         (true, true) => true,
-        (false, false) => {
-            let (a, b) = (x.value(i), y.value(j));
-            a == b
-                || matches!(
-                    (serde_json::from_str::<serde_json::Value>(a), serde_json::from_str::<serde_json::Value>(b)),
-                    (Ok(va), Ok(vb)) if va == vb
-                )
-        }
+        (false, false) => canonical::compare(canonical, x.value(i), y.value(j)).is_eq(),
         _ => false,
     }
 }
@@ -579,6 +872,14 @@ mod tests {
         )
     }
 
+    fn counts(events: u64, versions: u64, redeliveries: u64) -> Counts {
+        Counts {
+            events,
+            versions,
+            redeliveries,
+        }
+    }
+
     fn column<'a>(batch: &'a RecordBatch, name: &str) -> &'a ArrayRef {
         batch.column(events_col(name))
     }
@@ -609,8 +910,8 @@ mod tests {
         let rows: usize = out.batches.iter().map(|b| b.num_rows()).sum();
         assert_eq!(rows, 2998);
         assert!(out.batches.len() <= 2, "{} batches", out.batches.len());
-        assert_eq!(out.per_chunk[1000], (0, 1));
-        assert_eq!(out.per_chunk[2999], (1, 0));
+        assert_eq!(out.per_chunk[1000], counts(0, 0, 1));
+        assert_eq!(out.per_chunk[2999], counts(0, 1, 0), "another version");
         let mut e0 = Vec::new();
         for b in &out.batches {
             let id = column(b, "id")
@@ -762,7 +1063,7 @@ mod tests {
         let out = dedup.finish().unwrap();
         // Chunk 0: e1 and e2, one repeat of e1. Chunk 1: a2 and its repeat
         // are redeliveries of e1, e2 again, b a new version.
-        assert_eq!(out.per_chunk, [(2, 1), (1, 3)]);
+        assert_eq!(out.per_chunk, [counts(2, 0, 1), counts(0, 1, 3)]);
         let ids: Vec<(String, i64, i32)> = out
             .batches
             .iter()

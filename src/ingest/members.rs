@@ -315,7 +315,7 @@ fn number(b: &[u8], mut i: usize) -> Option<usize> {
 /// The first quote, backslash or control character at or after `i`, or
 /// the end of `b`.
 #[inline]
-fn next_special(b: &[u8], mut i: usize) -> usize {
+pub(super) fn next_special(b: &[u8], mut i: usize) -> usize {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{

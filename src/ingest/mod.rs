@@ -1,9 +1,11 @@
 //! Ingest: inputs -> normalized Arrow tables `events`, `evidence`, `bad_lines`.
 
+pub mod canonical;
 mod category_column;
 pub mod dedup;
 pub mod evidence;
 pub mod format;
+pub mod identity;
 pub mod in_place;
 pub mod inputs;
 mod members;
@@ -11,11 +13,14 @@ pub mod ndjson;
 pub mod normalize;
 mod number_column;
 pub mod parquet;
+mod parquet_pages;
+mod parquet_rows;
 pub mod payload;
 pub mod payload_schema;
 mod raw_json;
 pub mod remote;
 pub mod row;
+pub mod runs;
 pub mod schema;
 mod text_column;
 pub mod time;
@@ -23,7 +28,7 @@ pub mod token;
 
 use crate::options::TokenFormat;
 use crate::report_model::InputSummary;
-use datafusion::arrow::array::{Int64Builder, StringBuilder};
+use datafusion::arrow::array::{FixedSizeBinaryBuilder, Int64Builder, StringBuilder};
 use datafusion::arrow::record_batch::RecordBatch;
 use inputs::{Format, Input, InputError, Skipped};
 use ndjson::{BadLine, ParsedChunk};
@@ -397,12 +402,13 @@ fn assemble(
         summaries[i].error = e;
     }
     let mut bad: Vec<(&str, &BadLine)> = Vec::new();
-    for (chunk, (events, redeliveries)) in chunks.iter().zip(&deduped.per_chunk) {
+    for (chunk, counts) in chunks.iter().zip(&deduped.per_chunk) {
         let s = &mut summaries[input_of(chunk.file_idx)];
         s.lines += chunk.lines;
         s.blank_lines += chunk.blank;
-        s.events += events;
-        s.redeliveries += redeliveries + chunk.collapsed;
+        s.events += counts.events;
+        s.conflicting_copies += counts.versions;
+        s.redeliveries += counts.redeliveries + chunk.collapsed;
         s.bad_lines += chunk.bad_count();
         s.bad_lines_unlisted += chunk.bad_unlisted;
         let name = inputs[input_of(chunk.file_idx)].display.as_str();
@@ -447,6 +453,7 @@ fn bad_lines_batch(bad: &[(&str, &BadLine)]) -> Option<RecordBatch> {
     let mut excerpt = StringBuilder::new();
     let mut id = StringBuilder::new();
     let mut type_ = StringBuilder::new();
+    let mut digest = FixedSizeBinaryBuilder::new(16);
     for (name, b) in bad {
         seq.append_value(b.seq);
         file.append_value(name);
@@ -455,6 +462,10 @@ fn bad_lines_batch(bad: &[(&str, &BadLine)]) -> Option<RecordBatch> {
         excerpt.append_value(&b.excerpt);
         id.append_option(b.id.as_deref());
         type_.append_option(b.type_.as_deref());
+        match &b.digest {
+            Some(d) => digest.append_value(d).expect("16 bytes"),
+            None => digest.append_null(),
+        }
     }
     let batch = RecordBatch::try_new(
         schema::BAD_LINES.clone(),
@@ -466,6 +477,7 @@ fn bad_lines_batch(bad: &[(&str, &BadLine)]) -> Option<RecordBatch> {
             Arc::new(excerpt.finish()),
             Arc::new(id.finish()),
             Arc::new(type_.finish()),
+            Arc::new(digest.finish()),
         ],
     )
     .expect("the builders match the bad_lines schema: every required column has a value");

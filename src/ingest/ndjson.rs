@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 /// Bytes per chunk handed to a worker.
 const CHUNK_BYTES: usize = 4 << 20;
 /// Longest rejection reason kept (it may quote the offending value).
-const MAX_REASON_CHARS: usize = 400;
+pub const MAX_REASON_CHARS: usize = 400;
 /// Lines longer than this are rejected without being held in memory.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 16 << 20;
 
@@ -72,6 +72,8 @@ pub struct BadLine {
     /// The original file, when it differs from the input read (bad lines
     /// stored in Parquet by `convert`).
     pub src_file: Option<Arc<str>>,
+    /// The line's bytes hashed (None for a line too long to hold).
+    pub digest: Option<[u8; 16]>,
 }
 
 /// What a worker made of a chunk.
@@ -79,8 +81,8 @@ pub struct ParsedChunk {
     pub file_idx: u32,
     pub chunk_idx: u32,
     pub events: ChunkRows,
-    /// Per event row: (id hash, content hash).
-    pub keys: Vec<(u128, u64)>,
+    /// Per event row: its id key and digest.
+    pub keys: Vec<super::normalize::Parsed>,
     /// The first rejected lines (at most `ChunkLimits::max_bad`).
     pub bad: Vec<BadLine>,
     /// Rejected lines beyond those: counted, not kept.
@@ -371,6 +373,7 @@ pub fn parse_chunk(
             id: None,
             type_: None,
             src_file: None,
+            digest: None,
         });
     }
     // The piece after a final newline is not a line.
@@ -395,6 +398,7 @@ pub fn parse_chunk(
                 id,
                 type_,
                 src_file: None,
+                digest: Some(super::identity::digest(raw)),
             }
         };
         if raw.len() > max_line {
@@ -415,7 +419,7 @@ pub fn parse_chunk(
             }
         };
         match parse_line(text, seq, this as i64, opts, |row| builders.push(row)) {
-            Ok(p) => keys.push((p.id_hash, p.content_hash)),
+            Ok(p) => keys.push(p),
             Err(r) => bad.push(raw, reject(r.reason, r.id, r.type_)),
         }
     }

@@ -4,15 +4,16 @@
 //! JSON slices); each known member is then typed on its own, so a mis-typed
 //! field is named in the rejection, and unknown members are kept in `extra`.
 
+use super::canonical::{self, Canonicalizer};
 use super::raw_json::{json_integer, unescaped};
 use super::row::Row;
-use super::time::{add_ms, parse_duration_ms, parse_instant_us};
+use super::time::{Instant, parse_duration_ms, parse_instant};
 use super::{members, payload_schema, token};
 use crate::options::TokenFormat;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
-use xxhash_rust::xxh3::xxh3_64;
+use std::cell::RefCell;
 
 /// A rejected line: why, plus the id and type when they could be read.
 #[derive(Debug)]
@@ -32,13 +33,19 @@ impl Rejection {
     }
 }
 
-/// A parsed line's hashes, used to collapse redeliveries.
+/// What the dedup looks a parsed line up by: prefilters both, never proof
+/// (equal ones are confirmed on the rows, `dedup`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Parsed {
-    /// Hash of the id (the dedup key).
-    pub id_hash: u128,
-    /// Hash of the line's text; equal hashes mean equal content. Different
-    /// hashes are compared again value by value.
-    pub content_hash: u64,
+    /// The id's text hashed with this process's random key (`identity`).
+    pub id_key: u64,
+    /// The line's JSON value, hashed (also the row's `digest`).
+    pub digest: [u8; 16],
+}
+
+thread_local! {
+    /// Each parser thread's canonical writer, its buffers reused line to line.
+    static CANONICAL: RefCell<Canonicalizer> = RefCell::default();
 }
 
 /// Settings that change how lines are read.
@@ -65,10 +72,6 @@ pub fn parse_line<'a>(
             _ => format!("not JSON: {msg}"),
         })
     })?;
-    // One hash of the whole line: a redelivery is almost always the same
-    // text. The same content written differently (key order, white space)
-    // hashes differently and is found by the value-by-value comparison.
-    let content_hash = xxh3_64(line.as_bytes());
     let mut b = RowBuilder::default();
     let mut extra: Vec<(&Cow<'a, str>, &'a str)> = Vec::new();
     let mut result = Ok(());
@@ -99,11 +102,18 @@ pub fn parse_line<'a>(
     if let Err(reason) = b.finish(seq, src_line, extra, opts) {
         return Err(rejected(reason));
     }
-    let id_hash = xxhash_rust::xxh3::xxh3_128(b.row.id.as_bytes());
+    // The line's value, in one spelling: its digest, and a member named
+    // twice at any depth (I-JSON) found on the way.
+    let digest = CANONICAL.with_borrow_mut(|c| match c.canonical(line) {
+        Ok(text) => Ok(super::identity::digest(text)),
+        Err(e) => Err(e.to_string()),
+    });
+    b.row.digest = digest.map_err(rejected)?;
+    let id_key = super::identity::id_key(&b.row.id);
     take(&b.row);
     Ok(Parsed {
-        id_hash,
-        content_hash,
+        id_key,
+        digest: b.row.digest,
     })
 }
 
@@ -127,6 +137,9 @@ struct RowBuilder<'a> {
     payload: Option<&'a str>,
     delivery: Option<&'a str>,
     evidence_chain: Option<&'a str>,
+    /// Members whose column does not keep the value as written (instants,
+    /// numbers, nulls), raw: the row's `as_written`.
+    written: Vec<(&'static str, &'a str)>,
 }
 
 /// The index of a string member named by a literal, found at compile time.
@@ -192,6 +205,15 @@ string_members!(
     "checkpoint_at",
 );
 
+/// The string members read as instants.
+const INSTANT_MEMBERS: [&str; 5] = [
+    "created_at",
+    "expires_at",
+    "valid_from",
+    "valid_until",
+    "checkpoint_at",
+];
+
 /// `belief_status` values (the envelope schema's enum).
 pub const BELIEF_STATUS: [&str; 5] = [
     "asserted",
@@ -218,23 +240,46 @@ pub const DELIVERY_MODE: [&str; 3] = ["best_effort", "at_least_once", "replayabl
 impl<'a> RowBuilder<'a> {
     /// Take one member; Ok(false) when it is not an envelope field.
     fn member(&mut self, key: &str, raw: &'a str) -> Result<bool, String> {
+        let null = raw == "null";
         match key {
             "payload" => self.payload = Some(raw),
-            "delivery" => self.delivery = (raw != "null").then_some(raw),
-            "evidence_chain" => self.evidence_chain = (raw != "null").then_some(raw),
-            "confidence" => self.row.confidence = number(key, raw)?,
-            "attestation_count" => self.row.attestation_count = count(key, raw)?,
+            "delivery" => {
+                self.delivery = (!null).then_some(raw);
+                self.written_if(null, "delivery", raw);
+            }
+            "evidence_chain" => {
+                self.evidence_chain = (!null).then_some(raw);
+                self.written_if(null, "evidence_chain", raw);
+            }
+            "confidence" => {
+                self.row.confidence = number(key, raw)?;
+                self.written.push(("confidence", raw));
+            }
+            "attestation_count" => {
+                self.row.attestation_count = count(key, raw)?;
+                self.written.push(("attestation_count", raw));
+            }
             _ => {
                 if let Some((name, field)) = self.row.envelope_string(key) {
                     *field = string(name, raw)?;
+                    self.written_if(null, name, raw);
                 } else if let Some(at) = string_member(key) {
-                    self.strs[at] = string(STRING_MEMBERS[at], raw)?;
+                    let name = STRING_MEMBERS[at];
+                    self.strs[at] = string(name, raw)?;
+                    // An instant's column keeps the instant, not its text.
+                    self.written_if(null || INSTANT_MEMBERS.contains(&name), name, raw);
                 } else {
                     return Ok(false);
                 }
             }
         }
         Ok(true)
+    }
+
+    fn written_if(&mut self, lossy: bool, name: &'static str, raw: &'a str) {
+        if lossy {
+            self.written.push((name, raw));
+        }
     }
 
     /// Check the members together and fill in the rest of `self.row`.
@@ -251,6 +296,7 @@ impl<'a> RowBuilder<'a> {
             payload,
             delivery,
             evidence_chain,
+            written,
         } = self;
         row.seq = seq;
         row.src_line = src_line;
@@ -281,11 +327,14 @@ impl<'a> RowBuilder<'a> {
                 row.type_
             ));
         }
-        row.created_at_us = instant("created_at", &created_at)?;
-        row.expires_us = optional_instant(strs, member!("expires_at"))?;
-        row.valid_from_us = optional_instant(strs, member!("valid_from"))?;
-        row.valid_until_us = optional_instant(strs, member!("valid_until"))?;
-        row.checkpoint_at_us = optional_instant(strs, member!("checkpoint_at"))?;
+        let created = instant("created_at", &created_at)?;
+        row.created_at_us = created.us();
+        row.created_ns = created.ns();
+        let valid_until = optional_instant(strs, member!("valid_until"))?;
+        row.valid_until_us = valid_until.map(Instant::us);
+        row.expires_us = optional_instant(strs, member!("expires_at"))?.map(Instant::us);
+        row.valid_from_us = optional_instant(strs, member!("valid_from"))?.map(Instant::us);
+        row.checkpoint_at_us = optional_instant(strs, member!("checkpoint_at"))?.map(Instant::us);
         check_enum("belief_status", &row.belief_status, &BELIEF_STATUS)?;
         check_enum("belief_scope", &row.belief_scope, &BELIEF_SCOPE)?;
         check_enum(
@@ -311,12 +360,16 @@ impl<'a> RowBuilder<'a> {
             Some(s) => Some(parse_duration_ms(s).map_err(|e| format!("field stale_after: {e}"))?),
             None => None,
         };
-        row.stale_at_us = match (row.valid_until_us, row.stale_after_ms) {
-            (Some(u), Some(ms)) => Some(u.min(add_ms(row.created_at_us, ms))),
+        // Exact, then kept to each column's range: the nanoseconds of an
+        // instant before 1677 plus a short stale_after stay at i64::MIN.
+        let stale_at = match (valid_until, row.stale_after_ms) {
+            (Some(u), Some(ms)) => Some(u.min(created.plus_ms(ms))),
             (Some(u), None) => Some(u),
-            (None, Some(ms)) => Some(add_ms(row.created_at_us, ms)),
+            (None, Some(ms)) => Some(created.plus_ms(ms)),
             (None, None) => None,
         };
+        row.stale_at_us = stale_at.map(Instant::us);
+        row.stale_at_ns = stale_at.map(Instant::ns);
         if let Some(d) = *delivery {
             (
                 row.delivery_mode,
@@ -353,8 +406,10 @@ impl<'a> RowBuilder<'a> {
                     row.token_sub = c.sub.map(Cow::Owned);
                     row.token_task_id = c.task_id.map(Cow::Owned);
                     row.token_parent_task_id = c.parent_task_id.map(Cow::Owned);
-                    row.token_iat_us = c.iat_us;
-                    row.token_exp_us = c.exp_us;
+                    row.token_iat_us = c.iat.map(Instant::us);
+                    row.token_exp_us = c.exp.map(Instant::us);
+                    row.token_iat_ns = c.iat.map(Instant::ns);
+                    row.token_exp_ns = c.exp.map(Instant::ns);
                     row.token_jti = c.jti.map(Cow::Owned);
                 }
                 Err(e) => {
@@ -383,8 +438,28 @@ impl<'a> RowBuilder<'a> {
         row.payload = Cow::Borrowed(payload);
         row.delivery = delivery.map(Cow::Borrowed);
         row.evidence_chain = evidence_chain.map(Cow::Borrowed);
+        row.as_written = Some(Cow::Owned(as_written(written)?));
         Ok(())
     }
+}
+
+/// The members a typed column does not keep as written, as one canonical
+/// JSON object (sorted by name): with the other columns, the whole line.
+fn as_written(members: &mut [(&'static str, &str)]) -> Result<String, String> {
+    members.sort_unstable_by_key(|(name, _)| *name);
+    let mut out = Vec::with_capacity(48);
+    out.push(b'{');
+    for (n, (name, raw)) in members.iter().enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        canonical::push_string(&mut out, name);
+        out.push(b':');
+        canonical::scalar(raw, &mut out)
+            .ok_or_else(|| format!("field {name}: not a JSON value"))?;
+    }
+    out.push(b'}');
+    Ok(String::from_utf8(out).expect("canonical text is UTF-8"))
 }
 
 /// A required string member, taken from `strs`.
@@ -404,7 +479,7 @@ fn required<'a>(
 fn optional_instant(
     strs: &mut [Option<Cow<'_, str>>; STRING_MEMBERS.len()],
     at: usize,
-) -> Result<Option<i64>, String> {
+) -> Result<Option<Instant>, String> {
     match strs[at].take() {
         Some(s) => instant(STRING_MEMBERS[at], &s).map(Some),
         None => Ok(None),
@@ -438,8 +513,8 @@ fn extra_object(mut members: Vec<(&Cow<'_, str>, &str)>) -> String {
     out
 }
 
-fn instant(name: &str, text: &str) -> Result<i64, String> {
-    parse_instant_us(text).map_err(|e| format!("field {name} {text:?}: {e}"))
+fn instant(name: &str, text: &str) -> Result<Instant, String> {
+    parse_instant(text).map_err(|e| format!("field {name} {text:?}: {e}"))
 }
 
 /// A string member; JSON null counts as absent.

@@ -8,8 +8,9 @@ use super::number_column::NumberColumn;
 use super::schema::{self, EVENTS};
 use super::text_column::{DROPPED, TextColumn};
 use datafusion::arrow::array::{
-    Array, ArrayData, ArrayRef, AsArray, BooleanArray, BooleanBuilder, DictionaryArray, Int32Array,
-    Int64Array, StringArray, TimestampMicrosecondArray, make_array,
+    Array, ArrayData, ArrayRef, AsArray, BooleanArray, BooleanBuilder, DictionaryArray,
+    FixedSizeBinaryArray, Int32Array, Int64Array, StringArray, TimestampMicrosecondArray,
+    make_array,
 };
 use datafusion::arrow::buffer::{Buffer, MutableBuffer, ScalarBuffer};
 use datafusion::arrow::compute::{FilterBuilder, FilterPredicate};
@@ -83,6 +84,7 @@ macro_rules! column_slot {
     (slot category) => { CategoryColumn };
     (slot envelope_category) => { CategoryColumn };
     (slot file) => { Arc<str> };
+    (slot digest) => { Vec<u8> };
     (slot $derived:ident) => { () };
 
     (init int, $rows:expr, $text:expr, $file:expr) => { Vec::with_capacity($rows) };
@@ -96,10 +98,12 @@ macro_rules! column_slot {
     (init json_or_null, $rows:expr, $text:expr, $file:expr) => { text_column($text) };
     (init envelope_text, $rows:expr, $text:expr, $file:expr) => { text_column($text) };
     (init file, $rows:expr, $text:expr, $file:expr) => { Arc::clone($file) };
+    (init digest, $rows:expr, $text:expr, $file:expr) => { Vec::with_capacity(16 * $rows) };
     (init $kind:ident, $rows:expr, $text:expr, $file:expr) => { Default::default() };
 
     (push int, $slot:expr, $row:expr, $value:expr) => { $slot.push($value) };
     (push instant, $slot:expr, $row:expr, $value:expr) => { $slot.push($value) };
+    (push digest, $slot:expr, $row:expr, $value:expr) => { $slot.extend_from_slice(&$value) };
     (push int_or_null, $slot:expr, $row:expr, $value:expr) => { $slot.push($row, $value) };
     (push int32_or_null, $slot:expr, $row:expr, $value:expr) => { $slot.push($row, $value) };
     (push float_or_null, $slot:expr, $row:expr, $value:expr) => { $slot.push($row, $value) };
@@ -124,12 +128,17 @@ macro_rules! column_slot {
     (retain instant, $slot:expr, $renumber:expr) => { () };
     (retain flag_or_null, $slot:expr, $renumber:expr) => { () };
     (retain file, $slot:expr, $renumber:expr) => { () };
+    (retain digest, $slot:expr, $renumber:expr) => { () };
     (retain zeros, $slot:expr, $renumber:expr) => { () };
     (retain ones, $slot:expr, $renumber:expr) => { () };
     (retain micros_of, $slot:expr, $renumber:expr) => { () };
     (retain $kind:ident, $slot:expr, $renumber:expr) => { $slot.retain($renumber) };
 
     (finish int, $slot:expr, $at:expr) => { $at.kept(Arc::new(Int64Array::from($slot))) };
+    (finish digest, $slot:expr, $at:expr) => {{
+        let digests = FixedSizeBinaryArray::new(16, Buffer::from_vec($slot), None);
+        $at.kept(Arc::new(digests))
+    }};
     (finish instant, $slot:expr, $at:expr) => {{
         let micros = $at.kept(Arc::new(Int64Array::from($slot)));
         let micros = micros.as_primitive::<Int64Type>().values().clone();
@@ -307,6 +316,9 @@ macro_rules! event_rows {
     };
     (@sort [$($row:tt)*] [$($envelope:tt)*] $field:ident: instant, $($rest:tt)*) => {
         event_rows!(@sort [$($row)* pub $field: i64,] [$($envelope)*] $($rest)*);
+    };
+    (@sort [$($row:tt)*] [$($envelope:tt)*] $field:ident: digest, $($rest:tt)*) => {
+        event_rows!(@sort [$($row)* pub $field: [u8; 16],] [$($envelope)*] $($rest)*);
     };
     (@sort [$($row:tt)*] [$($envelope:tt)*] $field:ident: int_or_null, $($rest:tt)*) => {
         event_rows!(@sort [$($row)* pub $field: Option<i64>,] [$($envelope)*] $($rest)*);

@@ -6,10 +6,17 @@ use std::sync::{Arc, LazyLock};
 
 /// Version of the normalized layout, stored in Parquet metadata by `convert`
 /// so that reading it back can trust the columns as they are. Layout 2
-/// dictionary-encodes the columns with few distinct values.
-pub const LAYOUT_VERSION: &str = "2";
-/// Layout 1 held those columns as plain text; its files are still read.
+/// dictionary-encodes the columns with few distinct values; layout 3 adds
+/// the instants to the nanosecond ([`NS_COLUMNS`]) and what an event's
+/// identity needs (`as_written`, `digest`).
+pub const LAYOUT_VERSION: &str = "3";
+/// Layout 2 lacked those; its files are still read (their nanoseconds from
+/// their microseconds, their digests from their columns).
+pub const LAYOUT_V2: &str = "2";
+/// Layout 1 also held the category columns as plain text; still read.
 pub const LAYOUT_V1: &str = "1";
+/// The `events` columns layout 3 added besides [`NS_COLUMNS`].
+pub const ADDED_IN_LAYOUT_3: [&str; 2] = ["as_written", "digest"];
 pub const LAYOUT_KEY: &str = "hvaudit.layout";
 
 /// Text with few distinct values (a file, a type, an agent), held as codes
@@ -67,6 +74,12 @@ macro_rules! events_columns {
             causation_id: envelope_text,
             created_at_us = "created_at": instant,
             created_us: micros_of(created_at_us),
+            // to the nanosecond (NS_COLUMNS): the order of events, and the
+            // instants the rules compare with it
+            created_ns: int,
+            stale_at_ns: int_or_null,
+            token_iat_ns: int_or_null,
+            token_exp_ns: int_or_null,
             expires_us = "expires_at": instant_or_null,
             delivery_mode: text_or_null,
             delivery_sequence: int_or_null,
@@ -125,6 +138,13 @@ macro_rules! events_columns {
             evidence_chain: json_or_null,
             // unknown top-level fields as one JSON object (tenant_id, actor_id, ...)
             extra: json_or_null,
+            // the members whose typed column does not keep the value as
+            // written (instants, numbers, members given as null), in
+            // canonical JSON: with the columns above, the whole line
+            as_written: json_or_null,
+            // the line's JSON value, hashed (BLAKE3, 128 bits, of its
+            // canonical text: `canonical`): what fingerprints are made of
+            digest: digest,
         }
     };
 }
@@ -155,6 +175,7 @@ macro_rules! column_kind {
     (data_type fixed_category) => { $crate::ingest::schema::category_type() };
     (data_type category) => { $crate::ingest::schema::category_type() };
     (data_type envelope_category) => { $crate::ingest::schema::category_type() };
+    (data_type digest) => { ::datafusion::arrow::datatypes::DataType::FixedSizeBinary(16) };
 
     (nullable int_or_null) => { true };
     (nullable int32_or_null) => { true };
@@ -166,6 +187,8 @@ macro_rules! column_kind {
     (nullable json_text) => { true };
     (nullable envelope_text) => { true };
     (nullable envelope_category) => { true };
+    // Files of layouts 1 and 2, read in place, have none.
+    (nullable digest) => { true };
     (nullable $kind:ident) => { false };
 
     (json json_text) => { true };
@@ -225,9 +248,35 @@ pub const UNKNOWN_MEMBERS: &str = "extra";
 /// says: they take no part in comparing two events' contents.
 pub const PROVENANCE: [&str; 5] = ["seq", "src_file", "src_line", "redeliveries", "version"];
 
-/// `events` as layout 1 wrote it: the category columns as plain text.
-pub static EVENTS_V1: LazyLock<SchemaRef> = LazyLock::new(|| {
+/// The columns that hold instants as nanoseconds since the epoch (Int64;
+/// past its range, its nearest end), each with the column of the same
+/// instant in microseconds. Layouts before 3 lack them: reading such a file
+/// fills each from its microseconds times 1000, so it orders to the
+/// microsecond.
+pub const NS_COLUMNS: [(&str, &str); 4] = [
+    ("created_ns", "created_us"),
+    ("stale_at_ns", "stale_at"),
+    ("token_iat_ns", "token_iat"),
+    ("token_exp_ns", "token_exp"),
+];
+
+/// `events` as layout 2 wrote it: without the nanosecond columns, nor the
+/// identity ones.
+pub static EVENTS_V2: LazyLock<SchemaRef> = LazyLock::new(|| {
     let fields: Vec<Field> = EVENTS
+        .fields()
+        .iter()
+        .filter(|f| !NS_COLUMNS.iter().any(|(ns, _)| f.name() == ns))
+        .filter(|f| !ADDED_IN_LAYOUT_3.contains(&f.name().as_str()))
+        .map(|f| f.as_ref().clone())
+        .collect();
+    Arc::new(Schema::new(fields))
+});
+
+/// `events` as layout 1 wrote it: layout 2 with the category columns as
+/// plain text.
+pub static EVENTS_V1: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let fields: Vec<Field> = EVENTS_V2
         .fields()
         .iter()
         .map(|f| match f.data_type() {
@@ -260,7 +309,16 @@ pub static BAD_LINES: LazyLock<SchemaRef> = LazyLock::new(|| {
         // the id, when the line was an object with a string id
         s("id"),
         s("type"),
+        // the line's bytes hashed (BLAKE3, 128 bits; null for a line too
+        // long to hold): what a finding on it is fingerprinted by
+        Field::new("digest", DataType::FixedSizeBinary(16), true),
     ]))
+});
+
+/// `bad_lines` as layouts 1 and 2 wrote it: without `digest`.
+pub static BAD_LINES_V2: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let fields = BAD_LINES.fields().iter().filter(|f| f.name() != "digest");
+    Arc::new(Schema::new(fields.cloned().collect::<Vec<_>>()))
 });
 
 /// Index of a column of `events` by name (panics only on a typo in our code).
@@ -321,6 +379,7 @@ mod tests {
             DataType::Utf8 => &["text", "JSON text"],
             DataType::Timestamp(_, _) => &["timestamp"],
             DataType::Dictionary(_, _) => &["category"],
+            DataType::FixedSizeBinary(16) => &["binary(16)"],
             other => panic!("no README word for {other}"),
         }
     }
@@ -372,12 +431,12 @@ mod tests {
 mod layout_tests {
     use super::*;
 
-    /// Layout 2's events columns as `convert` wrote them (name, type,
+    /// Layout 3's events columns as `convert` writes them (name, type,
     /// nullable). Files keep the layout they were written with, and a reader
     /// takes a file as its own only when its columns are exactly these: a
     /// change here without a new `LAYOUT_VERSION` (and a reader for the old
     /// one) would read every earlier file as foreign Parquet.
-    const LAYOUT_2_EVENTS: &str = "
+    const LAYOUT_3_EVENTS: &str = "
 seq Int64 false
 src_file Dictionary(Int32, Utf8) false
 src_line Int64 false
@@ -400,6 +459,10 @@ correlation_id Utf8 true
 causation_id Utf8 true
 created_at Timestamp(Microsecond, Some(\"UTC\")) false
 created_us Int64 false
+created_ns Int64 false
+stale_at_ns Int64 true
+token_iat_ns Int64 true
+token_exp_ns Int64 true
 expires_at Timestamp(Microsecond, Some(\"UTC\")) true
 delivery_mode Utf8 true
 delivery_sequence Int64 true
@@ -450,16 +513,46 @@ payload Utf8 true
 delivery Utf8 true
 evidence_chain Utf8 true
 extra Utf8 true
+as_written Utf8 true
+digest FixedSizeBinary(16) true
 ";
 
-    #[test]
-    fn the_events_columns_are_layout_2_as_written() {
-        let actual: Vec<String> = EVENTS
+    fn columns(schema: &Schema) -> Vec<String> {
+        schema
             .fields()
             .iter()
             .map(|f| format!("{} {:?} {}", f.name(), f.data_type(), f.is_nullable()))
+            .collect()
+    }
+
+    #[test]
+    fn the_events_columns_are_layout_3_as_written() {
+        assert_eq!(LAYOUT_VERSION, "3");
+        assert_eq!(columns(&EVENTS).join("\n"), LAYOUT_3_EVENTS.trim());
+    }
+
+    /// Layout 2 as it was written: layout 3 without the nanosecond columns
+    /// and the identity ones.
+    #[test]
+    fn layout_2_is_layout_3_without_the_nanoseconds() {
+        let layout_2: Vec<&str> = LAYOUT_3_EVENTS
+            .trim()
+            .lines()
+            .filter(|l| !l.contains("_ns "))
+            .filter(|l| {
+                !ADDED_IN_LAYOUT_3
+                    .iter()
+                    .any(|c| l.starts_with(&format!("{c} ")))
+            })
             .collect();
-        assert_eq!(LAYOUT_VERSION, "2");
-        assert_eq!(actual.join("\n"), LAYOUT_2_EVENTS.trim());
+        assert_eq!(columns(&EVENTS_V2), layout_2);
+        assert_eq!(EVENTS_V1.fields().len(), layout_2.len());
+        for (ns, us) in NS_COLUMNS {
+            assert_eq!(
+                EVENTS.field_with_name(ns).unwrap().data_type(),
+                &DataType::Int64
+            );
+            assert!(EVENTS_V2.field_with_name(us).is_ok(), "{us}");
+        }
     }
 }

@@ -5,8 +5,52 @@ use chrono::{DateTime, NaiveDate, Utc};
 /// Parse an RFC 3339 instant (any offset, fractional seconds, leap second)
 /// into microseconds since the epoch, UTC.
 pub fn parse_instant_us(text: &str) -> Result<i64, String> {
+    parse_instant(text).map(Instant::us)
+}
+
+/// An instant read from a log: nanoseconds since the epoch, exactly (i128
+/// holds every instant RFC 3339 can write, and its sum with any duration).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Instant(i128);
+
+impl Instant {
+    /// Microseconds since the epoch (rounded down), as the timestamp
+    /// columns keep them: within MIN_US..=MAX_US.
+    pub fn us(self) -> i64 {
+        let us = self.0.div_euclid(1000);
+        us.clamp(MIN_US.into(), MAX_US.into()) as i64
+    }
+
+    /// Nanoseconds since the epoch, as the `*_ns` columns keep them: an
+    /// instant past what i64 holds (before 1677-09-21T00:12:43.145224192Z,
+    /// after 2262-04-11T23:47:16.854775807Z) is the nearest end, which keeps
+    /// its order with every instant inside.
+    pub fn ns(self) -> i64 {
+        self.0.clamp(i64::MIN.into(), i64::MAX.into()) as i64
+    }
+
+    /// The instant `ms` milliseconds later (no overflow: i128).
+    pub fn plus_ms(self, ms: i64) -> Instant {
+        Instant(self.0 + i128::from(ms) * 1_000_000)
+    }
+
+    /// The instant `us` microseconds after the epoch.
+    pub fn from_us(us: i64) -> Instant {
+        Instant(i128::from(us) * 1000)
+    }
+}
+
+/// Parse an RFC 3339 instant (any offset, fractional seconds, leap second)
+/// to the nanosecond: fraction digits past the ninth are ignored.
+pub fn parse_instant(text: &str) -> Result<Instant, String> {
     match DateTime::parse_from_rfc3339(text) {
-        Ok(t) => Ok(t.with_timezone(&Utc).timestamp_micros()),
+        Ok(t) => {
+            // A leap second's nanoseconds run past 10^9: 23:59:60.5 is
+            // 00:00:00.5 of the next day, as timestamp_micros counts it.
+            let nanos =
+                i128::from(t.timestamp()) * 1_000_000_000 + i128::from(t.timestamp_subsec_nanos());
+            Ok(Instant(nanos))
+        }
         Err(e) => {
             // Say what is wrong in terms the log writer understands.
             let hint = if text.len() >= 19 && !has_offset(text) {
@@ -37,12 +81,6 @@ fn has_offset(text: &str) -> bool {
 /// those are clamped to it: a point past every instant a log can carry.
 pub const MIN_US: i64 = DateTime::<Utc>::MIN_UTC.timestamp_micros();
 pub const MAX_US: i64 = DateTime::<Utc>::MAX_UTC.timestamp_micros();
-
-/// `us` plus `ms` milliseconds, without overflow, kept to MIN_US..=MAX_US.
-pub fn add_ms(us: i64, ms: i64) -> i64 {
-    us.saturating_add(ms.saturating_mul(1000))
-        .clamp(MIN_US, MAX_US)
-}
 
 /// Parse an ISO 8601 duration (PnYnMnDTnHnMnS or PnW, the last component
 /// may have a fraction; or P<YYYY>-<MM>-<DD>T<hh>:<mm>:<ss>) into
@@ -283,6 +321,7 @@ mod tests {
 
     #[test]
     fn instants_past_the_range_are_clamped_to_it() {
+        let add_ms = |us, ms| Instant::from_us(us).plus_ms(ms).us();
         assert_eq!(add_ms(0, 1500), 1_500_000);
         assert_eq!(add_ms(0, i64::MAX), MAX_US);
         assert_eq!(add_ms(-1, i64::MIN), MIN_US);
@@ -292,5 +331,76 @@ mod tests {
         assert!(MIN_US < first && last < MAX_US);
         assert!(DateTime::<Utc>::from_timestamp_micros(MAX_US).is_some());
         assert!(DateTime::<Utc>::from_timestamp_micros(MIN_US).is_some());
+    }
+
+    #[test]
+    fn nanoseconds_are_exact_and_digits_past_the_ninth_are_ignored() {
+        let ns = |t: &str| parse_instant(t).unwrap().ns();
+        let base = ns("2026-07-14T12:30:10Z");
+        assert_eq!(ns("2026-07-14T12:30:10.000000001Z") - base, 1);
+        assert_eq!(ns("2026-07-14T12:30:10.123456789Z") - base, 123_456_789);
+        // 12 digits: the last three are dropped, never rounded
+        assert_eq!(ns("2026-07-14T12:30:10.123456789999Z") - base, 123_456_789);
+        assert_eq!(
+            ns("2026-07-14T14:30:10.000000002+02:00"),
+            ns("2026-07-14T12:30:10.000000002Z")
+        );
+        // before the epoch too: the fraction counts forward from the second
+        assert_eq!(ns("1969-12-31T23:59:59.999999999Z"), -1);
+        assert_eq!(
+            parse_instant("1969-12-31T23:59:59.999999999Z")
+                .unwrap()
+                .us(),
+            -1
+        );
+    }
+
+    #[test]
+    fn microseconds_stay_what_they_were() {
+        for t in [
+            "2026-07-14T12:30:10Z",
+            "2026-07-14T12:30:10.1234567Z",
+            "2026-07-14T12:30:10.999999999999+05:30",
+            "1969-12-31T23:59:59.9999995Z",
+            "1601-01-01T00:00:00.000000001Z",
+            "0000-01-01T00:00:00+23:59",
+            "9999-12-31T23:59:59.999999999-23:59",
+            "2016-12-31T23:59:60.5Z",
+        ] {
+            let chrono = DateTime::parse_from_rfc3339(t).unwrap().timestamp_micros();
+            assert_eq!(parse_instant_us(t).unwrap(), chrono, "{t}");
+            assert_eq!(parse_instant(t).unwrap().us(), chrono, "{t}");
+        }
+        // a leap second's half is the next day's first half second
+        assert_eq!(
+            parse_instant("2016-12-31T23:59:60.5Z").unwrap(),
+            parse_instant("2017-01-01T00:00:00.5Z").unwrap()
+        );
+    }
+
+    #[test]
+    fn nanoseconds_past_i64_are_its_ends_in_order() {
+        let ns = |t: &str| parse_instant(t).unwrap().ns();
+        assert_eq!(ns("1677-09-21T00:12:43.145224192Z"), i64::MIN);
+        assert_eq!(ns("1677-09-21T00:12:43.145224191Z"), i64::MIN);
+        assert_eq!(ns("0001-01-01T00:00:00Z"), i64::MIN);
+        assert_eq!(ns("2262-04-11T23:47:16.854775807Z"), i64::MAX);
+        assert_eq!(ns("2262-04-11T23:47:16.854775808Z"), i64::MAX);
+        assert_eq!(ns("9999-12-31T23:59:59.999999999-23:59"), i64::MAX);
+        assert_eq!(
+            ns("1677-09-21T00:12:43.145224193Z"),
+            i64::MIN + 1,
+            "the first instant inside is exact"
+        );
+        // a duration past every instant is the end, never a wrapped sum
+        let far = parse_instant("2262-01-01T00:00:00Z").unwrap();
+        assert_eq!(far.plus_ms(i64::MAX).ns(), i64::MAX);
+        assert_eq!(far.plus_ms(i64::MAX).us(), MAX_US);
+        let ancient = parse_instant("0001-01-01T00:00:00Z").unwrap();
+        assert_eq!(
+            ancient.plus_ms(3_600_000).ns(),
+            i64::MIN,
+            "still before 1677"
+        );
     }
 }

@@ -2,21 +2,22 @@
 //! of three '.'-joined segments. Only used under `--token-format structured`;
 //! opaque tokens are never decoded.
 
+use super::time::Instant;
 use base64::Engine;
 use base64::engine::general_purpose::{URL_SAFE, URL_SAFE_NO_PAD};
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-/// Decoded claims. Times are microseconds since the epoch.
+/// Decoded claims.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Claims {
     pub iss: Option<String>,
     pub sub: Option<String>,
     pub task_id: Option<String>,
     pub parent_task_id: Option<String>,
-    pub iat_us: Option<i64>,
-    pub exp_us: Option<i64>,
+    pub iat: Option<Instant>,
+    pub exp: Option<Instant>,
     pub jti: Option<String>,
 }
 
@@ -54,8 +55,8 @@ pub fn decode(token: &str) -> Result<Claims, String> {
         sub: text(raw.sub, "sub")?,
         task_id: text(raw.task_id, "task_id")?,
         parent_task_id: text(raw.parent_task_id, "parent_task_id")?,
-        iat_us: instant(raw.iat, "iat")?,
-        exp_us: instant(raw.exp, "exp")?,
+        iat: instant(raw.iat, "iat")?,
+        exp: instant(raw.exp, "exp")?,
         jti: text(raw.jti, "jti")?,
     })
 }
@@ -68,18 +69,19 @@ fn text(v: Option<Value>, name: &str) -> Result<Option<String>, String> {
     }
 }
 
-/// RFC 3339 text or seconds since the epoch (integer or fractional).
-/// Seconds beyond the range of the timestamp columns are clamped to its
-/// ends (time::MIN_US, MAX_US): an exp of 1e15 s still never expires and an
-/// iat of 1e15 s is still in the future, and every check runs on them.
-fn instant(v: Option<&RawValue>, name: &str) -> Result<Option<i64>, String> {
+/// RFC 3339 text (to the nanosecond) or seconds since the epoch (integer or
+/// fractional, to the microsecond). Seconds beyond the range of the
+/// timestamp columns are clamped to its ends (time::MIN_US, MAX_US): an exp
+/// of 1e15 s still never expires and an iat of 1e15 s is still in the
+/// future, and every check runs on them.
+fn instant(v: Option<&RawValue>, name: &str) -> Result<Option<Instant>, String> {
     let Some(raw) = v.map(RawValue::get) else {
         return Ok(None);
     };
     match raw.as_bytes().first() {
         Some(b'"') => {
             let s: String = serde_json::from_str(raw).map_err(|e| format!("claim {name}: {e}"))?;
-            super::time::parse_instant_us(&s)
+            super::time::parse_instant(&s)
                 .map(Some)
                 .map_err(|e| format!("claim {name}: {e}"))
         }
@@ -92,7 +94,8 @@ fn instant(v: Option<&RawValue>, name: &str) -> Result<Option<i64>, String> {
             });
             // `as` saturates (infinities included); the clamp is exact.
             let us = (seconds * 1e6).round() as i64;
-            Ok(Some(us.clamp(super::time::MIN_US, super::time::MAX_US)))
+            let us = us.clamp(super::time::MIN_US, super::time::MAX_US);
+            Ok(Some(Instant::from_us(us)))
         }
         _ => {
             let shown =
@@ -119,8 +122,8 @@ mod tests {
         let compact = decode(&format!("hdr.{}.sig", enc(claims))).unwrap();
         assert_eq!(bare, compact);
         assert_eq!(bare.iss.as_deref(), Some("a"));
-        assert_eq!(bare.iat_us, Some(1_752_141_600_000_000));
-        assert!(bare.exp_us.is_some());
+        assert_eq!(bare.iat.map(Instant::us), Some(1_752_141_600_000_000));
+        assert!(bare.exp.is_some());
     }
 
     #[test]
@@ -138,7 +141,7 @@ mod tests {
         use crate::ingest::time::{MAX_US, MIN_US};
         let times = |iat: &str, exp: &str| {
             let c = decode(&enc(&format!(r#"{{"iat":{iat},"exp":{exp}}}"#))).unwrap();
-            (c.iat_us.unwrap(), c.exp_us.unwrap())
+            (c.iat.unwrap().us(), c.exp.unwrap().us())
         };
         // Inside the range: exact, as before (1e12 s is the year 33658).
         assert_eq!(
@@ -157,8 +160,25 @@ mod tests {
             r#"{"iat":"0000-01-01T00:00:00+23:59","exp":"9999-12-31T23:59:59.999999-23:59"}"#,
         ))
         .unwrap();
-        assert!(c.iat_us.unwrap() < c.exp_us.unwrap());
+        assert!(c.iat.unwrap() < c.exp.unwrap());
         let c = decode(&enc(r#"{"iat":null,"exp":0}"#)).unwrap();
-        assert_eq!((c.iat_us, c.exp_us), (None, Some(0)));
+        assert_eq!((c.iat, c.exp), (None, Some(Instant::from_us(0))));
+    }
+
+    #[test]
+    fn times_keep_their_nanoseconds() {
+        let c = decode(&enc(
+            r#"{"iat":"2026-07-14T12:00:00.000000001Z","exp":1752141600.5}"#,
+        ))
+        .unwrap();
+        let whole = crate::ingest::time::parse_instant("2026-07-14T12:00:00Z").unwrap();
+        assert_eq!(c.iat.unwrap().ns() - whole.ns(), 1);
+        assert_eq!(c.exp.unwrap().ns(), 1_752_141_600_500_000_000);
+        // seconds past i64 nanoseconds: its end, as for created_at
+        let c = decode(&enc(r#"{"iat":-1e13,"exp":1e15}"#)).unwrap();
+        assert_eq!(
+            (c.iat.unwrap().ns(), c.exp.unwrap().ns()),
+            (i64::MIN, i64::MAX)
+        );
     }
 }

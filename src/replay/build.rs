@@ -155,7 +155,7 @@ async fn members(
 /// memory: a query per tree level made a 50,000-deep chain or a 100 k-wide
 /// tree take minutes.
 struct Links {
-    /// Each task's parent on its first event (by created_us, seq) that names
+    /// Each task's parent on its first event (by created_ns, seq) that names
     /// one other than itself.
     first_parent: HashMap<String, String>,
     /// Every task naming each parent on some event.
@@ -167,13 +167,13 @@ async fn links(ctx: &SessionContext) -> Result<Links> {
     // event: the first row of a task is its first parent link.
     let sql = "SELECT task_id, parent_task_id FROM ( \
                  SELECT task_id, parent_task_id, \
-                        first_value(created_us ORDER BY created_us, seq) AS first_us, \
-                        first_value(seq ORDER BY created_us, seq) AS first_seq \
+                        first_value(created_ns ORDER BY created_ns, seq) AS first_ns, \
+                        first_value(seq ORDER BY created_ns, seq) AS first_seq \
                  FROM events \
                  WHERE version = 1 AND task_id IS NOT NULL AND parent_task_id IS NOT NULL \
                    AND task_id <> parent_task_id \
                  GROUP BY task_id, parent_task_id) \
-               ORDER BY first_us, first_seq";
+               ORDER BY first_ns, first_seq";
     let mut links = Links {
         first_parent: HashMap::new(),
         children: HashMap::new(),
@@ -191,7 +191,7 @@ async fn links(ctx: &SessionContext) -> Result<Links> {
 }
 
 /// Every event of the member tasks (all versions), plus the session's own
-/// events for a session, by (created_us, seq).
+/// events for a session, by (created_ns, seq).
 async fn events(
     ctx: &SessionContext,
     members: &BTreeSet<String>,
@@ -212,10 +212,10 @@ async fn events(
     }
     let sql = format!(
         "SELECT seq, id, type, task_id, parent_task_id, session_id, source, target, \
-                created_us, src_file, src_line, version, causation_id, delegated_by, \
+                created_us, created_ns, src_file, src_line, version, causation_id, delegated_by, \
                 delegated_to, handoff_token, coalesce(checkpoint_id, p_checkpoint_id) AS checkpoint_id, \
                 interruption_policy \
-         FROM events WHERE {cond} ORDER BY created_us, seq"
+         FROM events WHERE {cond} ORDER BY created_ns, seq"
     );
     let mut out = Vec::new();
     for b in rows(ctx, &sql, &params).await? {
@@ -244,11 +244,13 @@ async fn events(
             c.text("checkpoint_id")?,
             c.text("interruption_policy")?,
         );
+        let ns = c.int("created_ns")?;
         for r in 0..c.len() {
             let event_type = ty[r].clone().unwrap_or_default();
             out.push(ReplayEvent {
                 seq: seq[r].unwrap_or_default(),
                 at: us[r].and_then(DateTime::from_timestamp_micros),
+                at_ns: ns[r].unwrap_or_default(),
                 event_id: id[r].clone().unwrap_or_default(),
                 kind: kind_of(&event_type),
                 event_type,
@@ -274,7 +276,7 @@ async fn events(
     }
     // One ORDER BY holds within a collected result; sort again anyway so
     // the order never depends on how the engine split the batches.
-    out.sort_by_key(|e| (e.at, e.seq, e.version));
+    out.sort_by_key(|e| (e.at_ns, e.seq, e.version));
     Ok(out)
 }
 
@@ -356,7 +358,7 @@ async fn basis(ctx: &SessionContext, timeline: &mut [ReplayEvent]) -> Result<()>
     list_table(ctx, REFS, texts_array(ids.into_iter()))?;
     let sql = format!(
         "SELECT id, type, created_us, src_file, src_line FROM events \
-         WHERE version = 1 AND id IN (SELECT value FROM {REFS}) ORDER BY created_us, seq"
+         WHERE version = 1 AND id IN (SELECT value FROM {REFS}) ORDER BY created_ns, seq"
     );
     let mut found: HashMap<String, EventRef> = HashMap::new();
     for b in rows(ctx, &sql, &[]).await? {

@@ -183,6 +183,9 @@ pub struct ReplayEvent {
     pub seq: i64,
     #[serde(serialize_with = "instant")]
     pub at: Option<DateTime<Utc>>,
+    /// `created_ns`: the timeline's order (`at` is shown to the millisecond).
+    #[serde(skip)]
+    pub at_ns: i64,
     pub event_id: String,
     #[serde(rename = "type")]
     pub event_type: String,
@@ -242,7 +245,7 @@ pub struct Replay {
     /// The tree, depth first: each task after its parent, siblings by
     /// their first event.
     pub tasks: Vec<TaskState>,
-    /// The tasks' events by (created_us, seq).
+    /// The tasks' events by (created_ns, seq).
     pub timeline: Vec<ReplayEvent>,
     pub tokens: Vec<TokenHolding>,
     /// The audit's findings touching these tasks, in report order.

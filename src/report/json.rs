@@ -28,6 +28,8 @@ pub(super) fn render(
 pub(super) struct ReportJson<'a> {
     tool: &'a str,
     version: &'a str,
+    /// How the findings' fingerprints are made: a baseline must match it.
+    fingerprint_version: u32,
     /// The configuration file applied; absent when none was, so such a
     /// report is the same bytes as one written before the field existed.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -37,6 +39,10 @@ pub(super) struct ReportJson<'a> {
     counts: CountsJson,
     accounting: AccountingJson,
     unresolved_basis: u64,
+    /// When the log holds conflicting ids: the readings of their later
+    /// versions that were made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    readings: Option<crate::report_model::ReadingsMade>,
     rules: Vec<&'a str>,
     rule_errors: Vec<RuleErrorJson<'a>>,
     gate: GateJson<'a>,
@@ -65,6 +71,7 @@ impl<'a> ReportJson<'a> {
         Self {
             tool: &report.tool,
             version: &report.version,
+            fingerprint_version: crate::finding_store::FINGERPRINT_VERSION,
             configuration: None,
             inputs: report.inputs.iter().map(InputJson::new).collect(),
             span: SpanJson {
@@ -73,6 +80,7 @@ impl<'a> ReportJson<'a> {
             },
             counts: CountsJson {
                 total: report.findings.len(),
+                outside_window: report.outside_window,
                 by_severity: Counts(
                     report
                         .counts_by_severity()
@@ -85,6 +93,7 @@ impl<'a> ReportJson<'a> {
             },
             accounting: AccountingJson::new(&report.totals(), identity_holds(report)),
             unresolved_basis: report.unresolved_basis,
+            readings: report.readings,
             rules: report.rules.iter().map(|r| r.id.as_str()).collect(),
             rule_errors: report
                 .rule_errors
@@ -132,6 +141,8 @@ struct AccountingJson {
     bytes: u64,
     lines: u64,
     events: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    conflicting_copies: u64,
     redeliveries: u64,
     bad_lines: u64,
     #[serde(skip_serializing_if = "is_zero")]
@@ -150,6 +161,7 @@ impl AccountingJson {
             bytes: i.bytes,
             lines: i.lines,
             events: i.events,
+            conflicting_copies: i.conflicting_copies,
             redeliveries: i.redeliveries,
             bad_lines: i.bad_lines,
             bad_lines_unlisted: i.bad_lines_unlisted,
@@ -168,6 +180,9 @@ struct SpanJson {
 #[derive(Serialize)]
 struct CountsJson {
     total: usize,
+    /// With `--since`/`--until`: findings left out, citing no event inside.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outside_window: Option<u64>,
     by_severity: Counts,
     by_rule: Counts,
     by_family: Counts,
@@ -271,6 +286,8 @@ pub(super) struct FindingJson<'a> {
     suppression: Option<&'a Suppression>,
     #[serde(skip_serializing_if = "Option::is_none")]
     baseline_state: Option<BaselineState>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rests_on_version: Option<u32>,
 }
 
 impl<'a> FindingJson<'a> {
@@ -309,6 +326,7 @@ impl<'a> FindingJson<'a> {
                 .collect(),
             suppression: f.suppression.as_ref(),
             baseline_state: f.baseline_state,
+            rests_on_version: f.rests_on_version,
         }
     }
 }

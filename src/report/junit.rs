@@ -135,6 +135,9 @@ fn line(f: &Finding) -> String {
     if let Some(b) = f.baseline_state {
         state.push_str(&format!(" [{}]", b.as_str()));
     }
+    if let Some(v) = f.rests_on_version {
+        state.push_str(&format!(" [rests on a conflicting copy: version {v}]"));
+    }
     let mut text = clean(&format!(
         "{} {} {}: {}{} (fingerprint {})",
         f.severity.as_str().to_uppercase(),

@@ -54,15 +54,27 @@ fn inputs(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out)?;
     writeln!(out, "## Inputs")?;
     writeln!(out)?;
+    // Conflicting copies get a column only in a log that has them.
+    let copies = report.totals().conflicting_copies > 0;
+    let (head, rule) = if copies {
+        (" Conflicting copies |", "--:|")
+    } else {
+        ("", "")
+    };
     writeln!(
         out,
-        "| Input | Format | Lines | Events | Redeliveries | Bad lines | Blank lines | Identity | Error |"
+        "| Input | Format | Lines | Events |{head} Redeliveries | Bad lines | Blank lines | Identity | Error |"
     )?;
-    writeln!(out, "|---|---|--:|--:|--:|--:|--:|---|---|")?;
+    writeln!(out, "|---|---|--:|--:|{rule}--:|--:|--:|---|---|")?;
     let row = |out: &mut dyn Write, i: &InputSummary, holds: bool| {
+        let versions = if copies {
+            format!(" {} |", i.conflicting_copies)
+        } else {
+            String::new()
+        };
         writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} |{versions} {} | {} | {} | {} | {} |",
             md(&i.path),
             md(&i.format),
             i.lines,
@@ -81,9 +93,17 @@ fn inputs(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     let holds = identity_holds(report);
     row(out, &total, holds)?;
     writeln!(out)?;
+    let (term, value) = if copies {
+        (
+            " + conflicting copies",
+            format!(" + {}", total.conflicting_copies),
+        )
+    } else {
+        ("", String::new())
+    };
     writeln!(
         out,
-        "Accounting identity (lines = events + redeliveries + bad lines): {} = {} + {} + {}: **{}**",
+        "Accounting identity (lines = events{term} + redeliveries + bad lines): {} = {}{value} + {} + {}: **{}**",
         total.lines,
         total.events,
         total.redeliveries,
@@ -123,6 +143,13 @@ fn counts(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "## Counts")?;
     writeln!(out)?;
     writeln!(out, "{} findings.", report.findings.len())?;
+    for note in super::window_note(report)
+        .into_iter()
+        .chain(super::readings_note(report))
+    {
+        writeln!(out)?;
+        writeln!(out, "{}", md(&note))?;
+    }
     let by_sev = report
         .counts_by_severity()
         .into_iter()

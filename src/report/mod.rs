@@ -215,7 +215,51 @@ fn finding_state(f: &crate::Finding) -> Vec<String> {
     if let Some(b) = f.baseline_state {
         out.push(format!("baseline: {}", b.as_str()));
     }
+    out.extend(rests_on_note(f));
     out
+}
+
+/// What a finding that rests on a conflicting copy says of it.
+pub fn rests_on_note(f: &crate::Finding) -> Option<String> {
+    let v = f.rests_on_version?;
+    Some(format!(
+        "rests on a conflicting copy: it arises when version {v} of the conflicting event ids \
+         it cites is read instead of version 1 (see integrity.conflicting_duplicate)"
+    ))
+}
+
+/// What the readings of later versions were, when the log held
+/// conflicting ids.
+pub fn readings_note(report: &Report) -> Option<String> {
+    let made = report.readings?;
+    let mut note = format!(
+        "{} event id{} held conflicting copies: besides version 1, the rules read version{} \
+         2{} of {} ({} reading{}); findings only such a reading yields rest on a conflicting copy",
+        made.ids,
+        if made.ids == 1 { "" } else { "s" },
+        if made.readings == 1 { "" } else { "s" },
+        match made.readings {
+            0 | 1 => String::new(),
+            n => format!("..{}", n + 1),
+        },
+        if made.ids == 1 { "it" } else { "them" },
+        made.readings,
+        if made.readings == 1 { "" } else { "s" },
+    );
+    if made.past_the_last > 0 {
+        note.push_str(&format!(
+            "; {} id{} more than {} versions: readings past version {} were not made",
+            made.past_the_last,
+            if made.past_the_last == 1 {
+                " has"
+            } else {
+                "s have"
+            },
+            crate::rules::readings::MAX_READING,
+            crate::rules::readings::MAX_READING
+        ));
+    }
+    Some(note)
 }
 
 /// How many tasks the "top tasks" tables list.
@@ -236,6 +280,26 @@ fn top_tasks(report: &Report) -> Vec<(String, usize)> {
 
 /// The accounting identity over the whole run: every input balances and so
 /// does the total (two inputs could otherwise hide opposite errors).
+/// With `--since`/`--until`: how many findings were left out, said so
+/// that a window never hides a finding silently.
+pub fn window_note(report: &Report) -> Option<String> {
+    let n = report.outside_window?;
+    Some(format!(
+        "{n} finding{} left out: none of the events {} cites lies in the --since/--until window",
+        if n == 1 { "" } else { "s" },
+        if n == 1 { "it" } else { "they" }
+    ))
+}
+
+/// The accounting's term for conflicting copies (later versions of an id),
+/// written only when there are some: ` + N conflicting copies`.
+pub fn copies_term(i: &crate::InputSummary) -> String {
+    match i.conflicting_copies {
+        0 => String::new(),
+        n => format!(" + {n} conflicting cop{}", if n == 1 { "y" } else { "ies" }),
+    }
+}
+
 fn identity_holds(report: &Report) -> bool {
     report.inputs.iter().all(|i| i.identity_holds()) && report.totals().identity_holds()
 }

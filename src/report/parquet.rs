@@ -34,7 +34,7 @@ pub(super) fn render(
     config: Option<&Configuration>,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let schema = schema();
+    let schema = schema(report.readings.is_some());
     // Strict: a field the JSON gains that the schema lacks is an error
     // (and a test), not a silently dropped column.
     let mut decoder = ReaderBuilder::new(schema.clone())
@@ -86,8 +86,9 @@ fn drain(writer: &mut ArrowWriter<Vec<u8>>, out: &mut dyn Write) -> anyhow::Resu
 
 /// The columns, in the JSON's key order. Lines are int64 as `src_line` is
 /// in the events table (a join needs no cast); instants are timestamps at
-/// the JSON's millisecond precision.
-fn schema() -> SchemaRef {
+/// the JSON's millisecond precision. `rests_on_version` is a column only
+/// when the log held conflicting ids (`readings`).
+fn schema(readings: bool) -> SchemaRef {
     let text = |name: &str, nullable: bool| Field::new(name, DataType::Utf8, nullable);
     let line = Field::new("line", DataType::Int64, false);
     let instant = |name: &str| {
@@ -118,7 +119,7 @@ fn schema() -> SchemaRef {
         text("owner", true),
         text("expires", true),
     ]);
-    Arc::new(Schema::new(vec![
+    let mut fields = vec![
         text("rule", false),
         text("severity", false),
         text("family", false),
@@ -133,7 +134,11 @@ fn schema() -> SchemaRef {
         list_of("timeline", DataType::Struct(timeline)),
         Field::new("suppression", DataType::Struct(suppression), true),
         text("baseline_state", true),
-    ]))
+    ];
+    if readings {
+        fields.push(Field::new("rests_on_version", DataType::Int32, true));
+    }
+    Arc::new(Schema::new(fields))
 }
 
 #[cfg(test)]
@@ -169,6 +174,7 @@ mod tests {
                 timeline: Vec::new(),
                 suppression: None,
                 baseline_state: None,
+                rests_on_version: None,
             })
             .collect();
         let report = Report {
@@ -184,6 +190,8 @@ mod tests {
             findings: findings.into(),
             rule_errors: Vec::new(),
             timeline_buckets: Vec::new(),
+            outside_window: None,
+            readings: None,
             gate: Gate::default(),
         };
         let mut out = Vec::new();

@@ -17,7 +17,7 @@ const SCHEMA: &str =
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json";
 /// partialFingerprints key; bump the version if `Finding::fingerprint` changes.
 /// v2: the fingerprint no longer depends on file names and line numbers.
-const FINGERPRINT_KEY: &str = "hvaudit/v2";
+const FINGERPRINT_KEY: &str = "hvaudit/v3";
 
 pub(super) fn render(
     report: &Report,
@@ -89,6 +89,16 @@ fn run_properties(report: &Report, config: Option<&Configuration>) -> sarif::Pro
         ("unresolvedBasis", json!(report.unresolved_basis)),
         ("verdict", json!(shown(&super::verdict(report)))),
     ]);
+    if let Some(n) = report.outside_window {
+        props
+            .additional_properties
+            .insert("findingsOutsideWindow".into(), json!(n));
+    }
+    if let Some(r) = report.readings {
+        props
+            .additional_properties
+            .insert("conflictingCopies".into(), json!(r));
+    }
     if let Some(c) = config {
         props.additional_properties.insert(
             "configuration".into(),
@@ -226,7 +236,9 @@ fn result(f: &Finding, rule_index: Option<usize>) -> sarif::Result {
             ("taskId", json!(f.task_id)),
             ("eventIds", json!(f.event_ids)),
             ("at", json!(f.at.as_ref().map(fmt_instant))),
-        ]))
+        ]
+        .into_iter()
+        .chain(f.rests_on_version.map(|v| ("restsOnVersion", json!(v))))))
         .build();
     // A rule the report does not list (e.g. a failed rule file) gets no
     // index rather than a wrong one.
@@ -396,10 +408,13 @@ fn accounting(i: &InputSummary, identity_holds: bool) -> Value {
     if i.bad_lines_unlisted > 0 {
         v["badLinesUnlisted"] = json!(i.bad_lines_unlisted);
     }
+    if i.conflicting_copies > 0 {
+        v["conflictingCopies"] = json!(i.conflicting_copies);
+    }
     v
 }
 
-fn bag<const N: usize>(props: [(&str, Value); N]) -> sarif::PropertyBag {
+fn bag<'a>(props: impl IntoIterator<Item = (&'a str, Value)>) -> sarif::PropertyBag {
     sarif::PropertyBag {
         tags: None,
         additional_properties: props.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),

@@ -226,17 +226,25 @@ fn inputs(report: &Report, o: &mut Out) -> io::Result<()> {
     let st = o.st;
     o.blank()?;
     o.line(&st.bold("Inputs"))?;
+    // Conflicting copies get a column only in a log that has them.
+    let copies = report.totals().conflicting_copies > 0;
     let row = |i: &InputSummary, format: &str, holds: bool| {
-        vec![
+        let mut cells = vec![
             clean(&i.path).into_owned(),
             format.to_string(),
             i.lines.to_string(),
             i.events.to_string(),
+        ];
+        if copies {
+            cells.push(i.conflicting_copies.to_string());
+        }
+        cells.extend([
             i.redeliveries.to_string(),
             i.bad_lines.to_string(),
             i.blank_lines.to_string(),
             identity_word(holds).to_string(),
-        ]
+        ]);
+        cells
     };
     let mut rows: Vec<Vec<String>> = report
         .inputs
@@ -246,17 +254,14 @@ fn inputs(report: &Report, o: &mut Out) -> io::Result<()> {
     let total = report.totals();
     let holds = identity_holds(report);
     rows.push(row(&total, "", holds));
-    let head = [
-        "path",
-        "format",
-        "lines",
-        "events",
-        "redeliveries",
-        "bad lines",
-        "blank",
-        "identity",
-    ];
-    let right = [false, false, true, true, true, true, true, false];
+    let mut head = vec!["path", "format", "lines", "events"];
+    let mut right = vec![false, false, true, true];
+    if copies {
+        head.push("copies");
+        right.push(true);
+    }
+    head.extend(["redeliveries", "bad lines", "blank", "identity"]);
+    right.extend([true, true, true, false]);
     table(o, &head, &right, &rows)?;
     for i in report.inputs.iter() {
         if let Some(e) = &i.error {
@@ -271,8 +276,15 @@ fn inputs(report: &Report, o: &mut Out) -> io::Result<()> {
     let word = identity_word(holds);
     let colored = if holds { st.green(word) } else { st.red(word) };
     let mut tokens = words(&format!(
-        "Accounting: lines {} = events {} + redeliveries {} + bad lines {}:",
-        total.lines, total.events, total.redeliveries, total.bad_lines,
+        "Accounting: lines {} = events {}{} + redeliveries {} + bad lines {}:",
+        total.lines,
+        total.events,
+        match total.conflicting_copies {
+            0 => String::new(),
+            n => format!(" + conflicting copies {n}"),
+        },
+        total.redeliveries,
+        total.bad_lines,
     ));
     tokens.push(Token::styled(colored, word));
     tokens.extend(words(&format!(
@@ -379,6 +391,12 @@ fn summary(report: &Report, o: &mut Out) -> io::Result<()> {
     o.blank()?;
     o.line(&st.bold("Summary"))?;
     o.fill(&findings_line(report, st), "  ", "    ")?;
+    for note in super::window_note(report)
+        .into_iter()
+        .chain(super::readings_note(report))
+    {
+        o.fill(&words(&note), "  ", "    ")?;
+    }
     let by_rule = report.counts_by(|f| Some(f.rule));
     if !by_rule.is_empty() {
         let mut tokens = vec![Token::plain("By rule:")];

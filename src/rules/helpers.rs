@@ -15,10 +15,9 @@ struct Helper {
     expand: fn(&[String]) -> String,
 }
 
-/// Microseconds added to an instant in `time_order`: every instant of the
-/// years 0000..9999 lies within 10^18 µs of 1970 either way.
-const US_SHIFT: &str = "1000000000000000000";
-/// `time_order` keeps the seq in its last 19 digits (every seq is below 10^19).
+/// `time_order` keeps the seq in its last 19 digits (every seq is below
+/// 10^19), and adds as much to the nanoseconds (every int64 is above
+/// -10^19), so that every value is positive and `%` reads the seq back.
 const SEQ_SPAN: &str = "10000000000000000000";
 
 const HELPERS: &[Helper] = &[
@@ -35,15 +34,16 @@ const HELPERS: &[Helper] = &[
             )
         },
     },
-    // (us, seq) as one sortable Decimal128(38, 0): (us + 10^18) * 10^19 + seq.
-    // min() of it per group is the group's first event in time order, ties
-    // in input order, and is much cheaper than first_value(... ORDER BY ...).
+    // (ns, seq) as one sortable decimal: (ns + 10^19) * 10^19 + seq, 39
+    // digits, so a Decimal256 (Decimal128 ends at 38). min() of it per group
+    // is the group's first event in time order, ties in input order, and is
+    // much cheaper than first_value(... ORDER BY ...).
     Helper {
         name: "time_order",
-        params: &["us", "seq"],
+        params: &["ns", "seq"],
         expand: |a| {
             format!(
-                "(CAST(({}) + {US_SHIFT} AS DECIMAL(38, 0)) * {SEQ_SPAN} + ({}))",
+                "((CAST(({}) AS DECIMAL(39, 0)) + {SEQ_SPAN}) * {SEQ_SPAN} + ({}))",
                 a[0], a[1]
             )
         },
@@ -281,8 +281,8 @@ mod tests {
             "SELECT to_char(arrow_cast(e.created_at, 'Date64'), '%Y-%m-%dT%H:%M:%S%.3fZ') FROM ev e"
         );
         assert_eq!(
-            expand("min(time_order(created_us, seq))").unwrap(),
-            "min((CAST((created_us) + 1000000000000000000 AS DECIMAL(38, 0)) \
+            expand("min(time_order(created_ns, seq))").unwrap(),
+            "min(((CAST((created_ns) AS DECIMAL(39, 0)) + 10000000000000000000) \
              * 10000000000000000000 + (seq)))"
         );
         assert_eq!(
@@ -299,8 +299,8 @@ mod tests {
              '%Y-%m-%dT%H:%M:%S%.3fZ')"
         );
         assert_eq!(
-            expand("seq_of(min(time_order(us, make_array(1, 2)[1])))").unwrap(),
-            "CAST((min((CAST((us) + 1000000000000000000 AS DECIMAL(38, 0)) \
+            expand("seq_of(min(time_order(ns, make_array(1, 2)[1])))").unwrap(),
+            "CAST((min(((CAST((ns) AS DECIMAL(39, 0)) + 10000000000000000000) \
              * 10000000000000000000 + (make_array(1, 2)[1])))) % 10000000000000000000 AS BIGINT)"
         );
     }
@@ -354,8 +354,8 @@ mod tests {
     #[test]
     fn a_call_with_the_wrong_arguments_is_an_error_with_its_line() {
         assert_eq!(
-            expand("SELECT\n  time_order(created_us) FROM ev").unwrap_err(),
-            "line 2: time_order(us, seq) takes 2 arguments, given 1"
+            expand("SELECT\n  time_order(created_ns) FROM ev").unwrap_err(),
+            "line 2: time_order(ns, seq) takes 2 arguments, given 1"
         );
         assert_eq!(
             expand("SELECT instant_text()").unwrap_err(),
@@ -363,7 +363,7 @@ mod tests {
         );
         assert_eq!(
             expand("SELECT time_order(a, )").unwrap_err(),
-            "line 1: time_order(us, seq) given an empty argument"
+            "line 1: time_order(ns, seq) given an empty argument"
         );
         // an error inside an argument is found too
         assert!(expand("SELECT seq_of(instant_text(a, b))").is_err());

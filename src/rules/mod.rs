@@ -3,9 +3,11 @@
 pub mod catalog;
 pub mod ev_table;
 pub mod helpers;
+pub mod readings;
 pub mod reference;
 
 use crate::finding_store::{Compact, Findings, Interner, Place, Places, Row, RuleLabel};
+use crate::ingest::identity;
 use catalog::Catalog;
 use chrono::{DateTime, Utc};
 use datafusion::arrow::array::{Array, AsArray, BooleanArray, ListArray, RecordBatch, StringArray};
@@ -19,11 +21,15 @@ use std::sync::{Arc, Mutex};
 /// What the rules produced.
 pub struct RuleRun {
     pub findings: Findings,
+    /// The readings of later versions made, when the log has conflicting ids.
+    pub readings: Option<readings::Made>,
     /// (rule or view file, error) for everything that failed.
     pub errors: Vec<(String, String)>,
+    /// Findings left out: none of the events they cite lies in the window.
+    pub outside_window: u64,
 }
 
-/// Report only findings whose first event lies in `[since, until]`.
+/// Report only findings that cite an event in `[since, until]`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Window {
     pub since: Option<DateTime<Utc>>,
@@ -77,6 +83,47 @@ impl Scratch {
             Scratch::Dir(dir) => dir.path().display().to_string(),
             Scratch::Objects(prefix) => prefix.url().to_string(),
         }
+    }
+
+    /// Write `rows` (laid out as `events`) as one Parquet file in a place
+    /// named `name`, written from here for the executors to read; where.
+    pub fn write_rows(
+        &self,
+        name: &str,
+        rows: &[RecordBatch],
+    ) -> datafusion::error::Result<String> {
+        use datafusion::parquet::arrow::ArrowWriter;
+        let failed = |e: &dyn std::fmt::Display| {
+            DataFusionError::Execution(format!(
+                "cannot write {name} in {}: {e} (choose another --spill-dir on storage every \
+                 executor can write)",
+                self.shown()
+            ))
+        };
+        let place = self.place(name).map_err(|e| failed(&e))?;
+        let file = format!("{place}part-0.parquet");
+        let schema = crate::ingest::schema::EVENTS.clone();
+        match self {
+            Scratch::Dir(_) => {
+                let out = std::fs::File::create(&file).map_err(|e| failed(&e))?;
+                let mut writer = ArrowWriter::try_new(out, schema, None)?;
+                for b in rows {
+                    writer.write(b)?;
+                }
+                writer.close()?;
+            }
+            Scratch::Objects(_) => {
+                let out =
+                    crate::ingest::remote::ObjectWriter::create(&file).map_err(|e| failed(&e))?;
+                let mut writer = ArrowWriter::try_new(out, schema, None)?;
+                for b in rows {
+                    writer.write(b)?;
+                }
+                // The object appears only once its upload completes.
+                writer.into_inner()?.finish().map_err(|e| failed(&e))?;
+            }
+        }
+        Ok(place)
     }
 }
 
@@ -251,21 +298,159 @@ enum Job {
 }
 
 /// Register the views and run every rule of the catalog, then assemble
-/// sorted findings. Views and rules run as one dependency graph, a few at
-/// once: a view starts when the views it reads are registered, a rule when
-/// its views are. Each query is mostly serial, so two or three running side
-/// by side keep the cores busier than one query split across them.
+/// sorted findings: the rules' reading of version 1, and where the log
+/// holds conflicting ids, the findings only a reading of their later
+/// versions yields (`readings`).
 pub async fn run(
     ctx: &SessionContext,
     catalog: &Catalog,
     materialize: &Materialize,
     progress: &indicatif::ProgressBar,
     window: Window,
+    later: Option<&dyn readings::Sessions>,
 ) -> RuleRun {
-    use futures::stream::{FuturesUnordered, StreamExt};
-    let deps = Dependencies::of(ctx, catalog);
     // One copy of each task id, shared with the places looked up later.
     let strings = Arc::new(Mutex::new(Interner::default()));
+    let all: Vec<u32> = (0..catalog.rules.len() as u32).collect();
+    let Evaluated {
+        mut rows,
+        mut errors,
+    } = evaluate(ctx, catalog, &all, materialize, progress, &strings).await;
+    progress.finish_and_clear();
+    let mut made = None;
+    if let Some(sessions) = later {
+        match read_later_versions(ctx, catalog, sessions, &strings, &rows).await {
+            Ok((added, note)) => {
+                rows.extend(added.rows);
+                // What failed in version 1's reading fails in every one:
+                // said once.
+                let failed: std::collections::HashSet<String> =
+                    errors.iter().map(|(what, _)| what.clone()).collect();
+                errors.extend(
+                    added
+                        .errors
+                        .into_iter()
+                        .filter(|(what, _)| !failed.contains(what)),
+                );
+                made = note;
+            }
+            Err(e) => errors.push(("(reading later versions)".into(), with_hint(&e.to_string()))),
+        }
+    }
+    let strings = Arc::try_unwrap(strings)
+        .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
+        .unwrap_or_default();
+    let started = std::time::Instant::now();
+    let resolved = resolve(ctx, catalog, rows, strings, window).await;
+    crate::progress::timing("resolve", "(locating events)", started);
+    match resolved {
+        Ok(findings) => RuleRun {
+            outside_window: findings.outside_window,
+            findings: findings.into(),
+            errors,
+            readings: made,
+        },
+        Err(e) => {
+            errors.push(("(locating events)".into(), e.to_string()));
+            RuleRun {
+                findings: Findings::default(),
+                errors,
+                outside_window: 0,
+                readings: made,
+            }
+        }
+    }
+}
+
+/// What an evaluation of the rules gave: their rows, and what failed.
+struct Evaluated {
+    rows: Vec<Row>,
+    errors: Vec<(String, String)>,
+}
+
+/// The readings of the later versions of every conflicting id, each in a
+/// session of its own: the rows no earlier reading gave (told apart by
+/// rule, task, message and the ids they cite), marked with their reading.
+async fn read_later_versions(
+    ctx: &SessionContext,
+    catalog: &Catalog,
+    sessions: &dyn readings::Sessions,
+    strings: &Arc<Mutex<Interner>>,
+    first: &[Row],
+) -> datafusion::error::Result<(Evaluated, Option<readings::Made>)> {
+    let conflicts = readings::Conflicts::of(ctx).await?;
+    let mut added = Evaluated {
+        rows: Vec::new(),
+        errors: Vec::new(),
+    };
+    if conflicts.is_empty() {
+        return Ok((added, None));
+    }
+    let first_of = conflicts.first_of();
+    let key = |r: &Row| {
+        let mut seqs: Vec<i64> = r
+            .seqs
+            .iter()
+            .map(|s| *first_of.get(s).unwrap_or(s))
+            .collect();
+        seqs.sort_unstable();
+        seqs.dedup();
+        (r.rule, r.task_id.clone(), r.message.clone(), seqs)
+    };
+    let mut seen: std::collections::HashSet<_> = first.iter().map(key).collect();
+    // Only what reads `ev` can read otherwise (the integrity rule reads
+    // every version, the same in every reading).
+    let (reading_catalog, rule_index) = reading_ev(ctx, catalog);
+    let quiet = indicatif::ProgressBar::hidden();
+    let readings = conflicts.readings();
+    for k in readings.clone() {
+        let started = std::time::Instant::now();
+        let swaps = conflicts.swaps(k);
+        let (session, materialize) = sessions.session(&swaps, k).await?;
+        let Evaluated { rows, errors } = evaluate(
+            &session,
+            &reading_catalog,
+            &rule_index,
+            &materialize,
+            &quiet,
+            strings,
+        )
+        .await;
+        crate::progress::timing("reading", &format!("version {k}"), started);
+        added.errors.extend(errors.into_iter().map(|(what, e)| {
+            let e = format!("{e} (in the reading of version {k} of the conflicting ids)");
+            (what, e)
+        }));
+        for mut row in rows {
+            if seen.insert(key(&row)) {
+                row.reading = Some(k);
+                added.rows.push(row);
+            }
+        }
+    }
+    let made = readings::Made {
+        ids: conflicts.ids() as u64,
+        readings: readings.count() as u32,
+        past_the_last: conflicts.past_the_last_reading() as u64,
+    };
+    Ok((added, Some(made)))
+}
+
+/// Register the catalog's views and run its rules, as one dependency
+/// graph, a few at once: a view starts when the views it reads are
+/// registered, a rule when its views are. Each query is mostly serial, so
+/// two or three running side by side keep the cores busier than one query
+/// split across them. `rule_index[i]` is the label rule `i`'s rows carry.
+async fn evaluate(
+    ctx: &SessionContext,
+    catalog: &Catalog,
+    rule_index: &[u32],
+    materialize: &Materialize,
+    progress: &indicatif::ProgressBar,
+    strings: &Arc<Mutex<Interner>>,
+) -> Evaluated {
+    use futures::stream::{FuturesUnordered, StreamExt};
+    let deps = Dependencies::of(ctx, catalog);
     let mut view_results: Vec<Option<datafusion::error::Result<()>>> =
         catalog.views.iter().map(|_| None).collect();
     let mut rule_results: Vec<Option<datafusion::error::Result<Vec<Row>>>> =
@@ -319,10 +504,11 @@ pub async fn run(
                 }
                 Job::Rule(i) => {
                     let rule = catalog.rules[i].clone();
-                    let strings = Arc::clone(&strings);
+                    let index = rule_index[i];
+                    let strings = Arc::clone(strings);
                     tokio::spawn(async move {
                         let started = std::time::Instant::now();
-                        let result = run_one(&ctx, &rule, i as u32, &strings).await;
+                        let result = run_one(&ctx, &rule, index, &strings).await;
                         crate::progress::timing("rule", &rule.meta.id, started);
                         result
                     })
@@ -367,26 +553,7 @@ pub async fn run(
             Err(e) => errors.push((rule.meta.id.clone(), with_hint(&e.to_string()))),
         }
     }
-    let strings = Arc::try_unwrap(strings)
-        .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
-        .unwrap_or_default();
-    progress.finish_and_clear();
-    let started = std::time::Instant::now();
-    let resolved = resolve(ctx, catalog, rows, strings, window).await;
-    crate::progress::timing("resolve", "(locating events)", started);
-    match resolved {
-        Ok(findings) => RuleRun {
-            findings: findings.into(),
-            errors,
-        },
-        Err(e) => {
-            errors.push(("(locating events)".into(), e.to_string()));
-            RuleRun {
-                findings: Findings::default(),
-                errors,
-            }
-        }
-    }
+    Evaluated { rows, errors }
 }
 
 /// A query error with what to do when the cause is a full disk (spill
@@ -410,6 +577,48 @@ impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// The part of `catalog` that reads `ev` (directly or through views): what
+/// a reading of later versions can change. Every view stays (the rules
+/// kept may read any); each rule kept keeps its label, returned beside.
+fn reading_ev(ctx: &SessionContext, catalog: &Catalog) -> (Catalog, Vec<u32>) {
+    let state = ctx.state();
+    let dialect = state.config().options().sql_parser.dialect;
+    let tables = |sql: &str| -> Vec<String> {
+        let Ok(statement) = state.sql_to_statement(sql, &dialect) else {
+            // Unreadable: run it, and let it report its error.
+            return vec!["ev".into()];
+        };
+        let refs = state
+            .resolve_table_references(&statement)
+            .unwrap_or_default();
+        refs.iter().map(|t| t.table().to_string()).collect()
+    };
+    let view_tables: Vec<Vec<String>> = catalog.views.iter().map(|v| tables(&v.sql)).collect();
+    let mut reading: std::collections::HashSet<String> = ["ev".to_string()].into();
+    // Views that read ev, or a view that does, until nothing changes.
+    loop {
+        let before = reading.len();
+        for (v, read) in catalog.views.iter().zip(&view_tables) {
+            if read.iter().any(|t| reading.contains(t)) {
+                reading.insert(v.name.clone());
+            }
+        }
+        if reading.len() == before {
+            break;
+        }
+    }
+    let mut kept = catalog.clone();
+    let mut labels = Vec::new();
+    kept.rules.clear();
+    for (i, rule) in catalog.rules.iter().enumerate() {
+        if tables(&rule.sql).iter().any(|t| reading.contains(t)) {
+            kept.rules.push(rule.clone());
+            labels.push(i as u32);
+        }
+    }
+    (kept, labels)
 }
 
 /// Which views each view and rule reads (by index into the catalog's
@@ -607,11 +816,11 @@ const IN_LIST_SEQS: usize = 4096;
 /// `bad_lines` half of [`lookup`]'s query; a loaded audit keeps these
 /// columns whatever the rules read (`audit::let_go_of_unread_columns`).
 pub const PLACE_COLUMNS: &str = "seq, id, type, task_id, src_file, src_line, created_us, \
-     source, session_id, CAST(version AS VARCHAR)";
+     source, session_id, digest, CAST(NULL AS VARCHAR)";
 
 /// Fetch id, type, task, file, line, instant, agent, session and content
-/// (an event's version, a rejected line's reason and text) for the wanted
-/// seqs from `events` and `bad_lines`.
+/// (an event's digest, a rejected line's, or its reason and text when it
+/// has none) for the wanted seqs from `events` and `bad_lines`.
 async fn lookup(
     ctx: &SessionContext,
     places: &mut Places,
@@ -639,12 +848,59 @@ async fn lookup(
     let sql = format!(
         "SELECT {PLACE_COLUMNS} FROM events {filter} \
          UNION ALL SELECT seq, id, type, CAST(NULL AS VARCHAR), src_file, src_line, CAST(NULL AS BIGINT), \
-         CAST(NULL AS VARCHAR), CAST(NULL AS VARCHAR), concat(reason, chr(10), excerpt) \
+         CAST(NULL AS VARCHAR), CAST(NULL AS VARCHAR), digest, concat(reason, chr(10), excerpt) \
          FROM bad_lines {filter}"
     );
     let mut batches = ctx.sql(&sql).await?.execute_stream().await?;
+    let mut undigested = Vec::new();
     while let Some(b) = batches.next().await {
-        add_places(&b?, places, strings)?;
+        add_places(&b?, places, strings, &mut undigested)?;
+    }
+    digest_from_columns(ctx, places, undigested).await
+}
+
+/// Events read in place from `convert`'s Parquet of layouts 1 and 2 carry
+/// no digest: theirs is made from their columns, as a loaded read of the
+/// same files makes it (`dedup::digest_of_columns`).
+async fn digest_from_columns(
+    ctx: &SessionContext,
+    places: &mut Places,
+    mut seqs: Vec<i64>,
+) -> datafusion::error::Result<()> {
+    use crate::ingest::schema::EVENTS;
+    use futures::StreamExt;
+    seqs.sort_unstable();
+    seqs.dedup();
+    for some in seqs.chunks(IN_LIST_SEQS) {
+        let list = some.iter().map(i64::to_string).collect::<Vec<_>>();
+        let sql = format!("SELECT * FROM events WHERE seq IN ({})", list.join(","));
+        let mut batches = ctx.sql(&sql).await?.execute_stream().await?;
+        while let Some(b) = batches.next().await {
+            let b = b?;
+            // As the loaded read lays them out (the engine may hand text
+            // back in another encoding).
+            let (mut fields, mut columns) = (Vec::new(), Vec::new());
+            for field in EVENTS.fields() {
+                if let Some(c) = b.column_by_name(field.name()) {
+                    columns.push(datafusion::arrow::compute::cast(c, field.data_type())?);
+                    fields.push(field.as_ref().clone().with_nullable(true));
+                }
+            }
+            let schema = std::sync::Arc::new(datafusion::arrow::datatypes::Schema::new(fields));
+            let b = RecordBatch::try_new(schema, columns)?;
+            let digests = crate::ingest::dedup::digest_of_columns(&b);
+            let seq = b
+                .column_by_name("seq")
+                .map(|c| c.as_primitive::<Int64Type>().clone());
+            for r in 0..b.num_rows() {
+                if let Some(seq) = &seq {
+                    places.set_content(
+                        seq.value(r),
+                        digests.value(r).try_into().unwrap_or_default(),
+                    );
+                }
+            }
+        }
     }
     Ok(())
 }
@@ -659,6 +915,7 @@ fn add_places(
     b: &RecordBatch,
     places: &mut Places,
     strings: &mut Interner,
+    undigested: &mut Vec<i64>,
 ) -> datafusion::error::Result<()> {
     let wanted = places.wanted();
     use datafusion::arrow::compute::{cast, filter_record_batch};
@@ -680,7 +937,7 @@ fn add_places(
             .as_string::<i32>()
             .clone())
     };
-    let (seq, id, ty, task, file, line, us, source, session, content) = (
+    let (seq, id, ty, task, file, line, us, source, session, note) = (
         i64s(0)?,
         strs(1)?,
         strs(2)?,
@@ -690,18 +947,32 @@ fn add_places(
         i64s(6)?,
         strs(7)?,
         strs(8)?,
-        strs(9)?,
+        strs(10)?,
     );
+    let digest = b.column(9).as_fixed_size_binary_opt().ok_or_else(|| {
+        DataFusionError::Plan("the events' digest must be 16 bytes (FixedSizeBinary(16))".into())
+    })?;
+    // What a place says: its digest, or (a rejected line too long to hold,
+    // or stored before lines had one) its reason and text. An event stored
+    // without one gets it made from its columns afterwards.
+    let content = |r: usize| -> [u8; 16] {
+        match digest.is_null(r) {
+            false => digest.value(r).try_into().unwrap_or_default(),
+            true => identity::digest(text(&note, r).unwrap_or_default().as_bytes()),
+        }
+    };
     for r in 0..b.num_rows() {
+        if digest.is_null(r)
+            && !us.is_null(r)
+            && places.wanted().binary_search(&seq.value(r)).is_ok()
+        {
+            undigested.push(seq.value(r));
+        }
         places.offer(seq.value(r), || Place {
             id: text(&id, r).map(Box::from),
             source: text(&source, r).map(|s| strings.get(s)),
             session_id: text(&session, r).map(|s| strings.get(s)),
-            // The instant seeds the digest of the text (0 for a rejected line).
-            content: xxhash_rust::xxh3::xxh3_64_with_seed(
-                text(&content, r).unwrap_or_default().as_bytes(),
-                if us.is_null(r) { 0 } else { us.value(r) as u64 },
-            ),
+            content: content(r),
             event_type: strings.get(text(&ty, r).unwrap_or_default()),
             task_id: text(&task, r).map(|s| strings.get(s)),
             file: strings.get(file.value(r)),

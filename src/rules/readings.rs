@@ -1,0 +1,261 @@
+//! Readings of the later versions (docs/protocol.md, "A conflicting copy
+//! cannot hide evidence"). Any version of an id may be the one the system
+//! acted on, so every version is evidence: besides the rules' reading of
+//! version 1, reading k (k = 2..16) evaluates them as if each conflicting
+//! id's k-th version (its last, when it has fewer) were the one kept, and
+//! the findings only such a reading yields are reported too.
+//!
+//! A reading swaps version numbers in `events`: the chosen version becomes
+//! 1 and version 1 takes its number, so `ev` (first versions) and every
+//! rule read it unchanged, loaded, in place and on a cluster.
+
+use datafusion::arrow::array::{AsArray, Int32Array, RecordBatch};
+use datafusion::arrow::datatypes::{Int32Type, Int64Type};
+use datafusion::error::Result;
+use datafusion::prelude::SessionContext;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub use crate::report_model::ReadingsMade as Made;
+
+/// Makes the session a reading runs in: the log's tables with `swaps`
+/// applied, the built-in views' place (`Materialize`) its own.
+pub trait Sessions: Sync {
+    fn session<'a>(
+        &'a self,
+        swaps: &'a Swaps,
+        reading: u32,
+    ) -> futures::future::BoxFuture<'a, Result<(SessionContext, super::Materialize)>>;
+}
+
+/// Readings past the 16th version are not made: an id with more versions
+/// is itself a critical finding (`integrity.conflicting_duplicate`).
+pub const MAX_READING: u32 = 16;
+
+/// The ids with more than one version, by their seqs.
+#[derive(Debug, Default, Clone)]
+pub struct Conflicts {
+    /// Per id: the seqs of its versions, version 1 first.
+    ids: Vec<Vec<i64>>,
+}
+
+/// One reading's swaps: (seq of version 1, seq of the version read instead,
+/// the chosen version's number).
+pub type Swaps = Vec<(i64, i64, i32)>;
+
+impl Conflicts {
+    /// The conflicting ids of `events` (one scan of `version`; with no
+    /// later version, nothing more).
+    pub async fn of(ctx: &SessionContext) -> Result<Conflicts> {
+        let later = collect(
+            ctx,
+            "SELECT id, seq, version FROM events WHERE version > 1".into(),
+        )
+        .await?;
+        if later.iter().all(|b| b.num_rows() == 0) {
+            return Ok(Conflicts::default());
+        }
+        let mut by_id: HashMap<String, Vec<(i32, i64)>> = HashMap::new();
+        for b in &later {
+            let (ids, seqs, versions) = columns(b);
+            for r in 0..b.num_rows() {
+                let id = ids.value(r).to_string();
+                by_id
+                    .entry(id)
+                    .or_default()
+                    .push((versions.value(r), seqs.value(r)));
+            }
+        }
+        // Their first versions, looked up by id (few).
+        let list: Vec<String> = by_id.keys().map(|id| sql_text(id)).collect();
+        for some in list.chunks(4096) {
+            let sql = format!(
+                "SELECT id, seq, version FROM events WHERE version = 1 AND id IN ({})",
+                some.join(",")
+            );
+            for b in collect(ctx, sql).await? {
+                let (ids, seqs, versions) = columns(&b);
+                for r in 0..b.num_rows() {
+                    if let Some(v) = by_id.get_mut(ids.value(r)) {
+                        v.push((versions.value(r), seqs.value(r)));
+                    }
+                }
+            }
+        }
+        let mut ids: Vec<Vec<i64>> = by_id
+            .into_values()
+            .map(|mut v| {
+                v.sort_unstable();
+                v.into_iter().map(|(_, seq)| seq).collect()
+            })
+            // An id whose first version is missing (a file left out) has
+            // nothing to swap with.
+            .filter(|seqs: &Vec<i64>| seqs.len() > 1)
+            .collect();
+        ids.sort_unstable();
+        Ok(Conflicts { ids })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// The conflicting ids.
+    pub fn ids(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Ids with more versions than readings are made for.
+    pub fn past_the_last_reading(&self) -> usize {
+        let max = MAX_READING as usize;
+        self.ids.iter().filter(|v| v.len() > max).count()
+    }
+
+    /// The readings to make: 2..=the most versions of an id (at most 16).
+    pub fn readings(&self) -> std::ops::RangeInclusive<u32> {
+        let most = self.ids.iter().map(Vec::len).max().unwrap_or(1) as u32;
+        2..=most.min(MAX_READING)
+    }
+
+    /// Reading k: every conflicting id's k-th version (its last, when it
+    /// has fewer) in place of its first.
+    pub fn swaps(&self, k: u32) -> Swaps {
+        self.ids
+            .iter()
+            .map(|seqs| {
+                let chosen = (k as usize).min(seqs.len());
+                (seqs[0], seqs[chosen - 1], chosen as i32)
+            })
+            .collect()
+    }
+
+    /// For every later version's seq, the seq of its id's first version:
+    /// what tells a finding of a reading from one of version 1.
+    pub fn first_of(&self) -> HashMap<i64, i64> {
+        let mut out = HashMap::new();
+        for seqs in &self.ids {
+            for &later in &seqs[1..] {
+                out.insert(later, seqs[0]);
+            }
+        }
+        out
+    }
+}
+
+async fn collect(ctx: &SessionContext, sql: String) -> Result<Vec<RecordBatch>> {
+    ctx.sql(&sql).await?.collect().await
+}
+
+/// (id, seq, version) of a result batch, in the types the engine gave.
+fn columns(
+    b: &RecordBatch,
+) -> (
+    datafusion::arrow::array::StringArray,
+    datafusion::arrow::array::Int64Array,
+    Int32Array,
+) {
+    use datafusion::arrow::compute::cast;
+    use datafusion::arrow::datatypes::DataType;
+    let text = cast(b.column(0), &DataType::Utf8).expect("an id casts to text");
+    let seq = cast(b.column(1), &DataType::Int64).expect("a seq is an integer");
+    let version = cast(b.column(2), &DataType::Int32).expect("a version is an integer");
+    (
+        text.as_string::<i32>().clone(),
+        seq.as_primitive::<Int64Type>().clone(),
+        version.as_primitive::<Int32Type>().clone(),
+    )
+}
+
+/// A SQL string literal of `text`.
+fn sql_text(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// `events` batches as reading `swaps` sees them: the version numbers of
+/// each swapped pair exchanged (only batches holding one are copied).
+pub fn swapped_batches(batches: &[RecordBatch], swaps: &Swaps) -> Vec<RecordBatch> {
+    let at = crate::ingest::schema::events_col;
+    let mut new_version: HashMap<i64, i32> = HashMap::new();
+    for &(first, chosen, version) in swaps {
+        new_version.insert(first, version);
+        new_version.insert(chosen, 1);
+    }
+    batches
+        .iter()
+        .map(|b| {
+            let seqs = b.column(at("seq")).as_primitive::<Int64Type>();
+            if !seqs.values().iter().any(|s| new_version.contains_key(s)) {
+                return b.clone();
+            }
+            let versions = b.column(at("version")).as_primitive::<Int32Type>();
+            let swapped: Int32Array = (0..b.num_rows())
+                .map(|r| {
+                    let v = new_version.get(&seqs.value(r)).copied();
+                    Some(v.unwrap_or_else(|| versions.value(r)))
+                })
+                .collect();
+            let mut columns = b.columns().to_vec();
+            columns[at("version")] = Arc::new(swapped);
+            RecordBatch::try_new(b.schema(), columns).expect("same types as before")
+        })
+        .collect()
+}
+
+/// The SQL of `events` as reading `swaps` sees it, over the stored table
+/// `stored` (in place and on a cluster): every column as stored but
+/// `version`, exchanged for each swapped pair.
+pub fn swapped_view(stored: &str, swaps: &Swaps) -> String {
+    let mut cases = String::new();
+    for &(first, chosen, version) in swaps {
+        cases.push_str(&format!(
+            " WHEN {first} THEN {version} WHEN {chosen} THEN 1"
+        ));
+    }
+    let columns: Vec<String> = crate::ingest::schema::EVENTS
+        .fields()
+        .iter()
+        .map(|f| match f.name().as_str() {
+            "version" => format!("CAST(CASE seq{cases} ELSE version END AS INT) AS version"),
+            name => format!("\"{name}\""),
+        })
+        .collect();
+    format!("SELECT {} FROM {stored}", columns.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conflicts(ids: &[&[i64]]) -> Conflicts {
+        Conflicts {
+            ids: ids.iter().map(|v| v.to_vec()).collect(),
+        }
+    }
+
+    #[test]
+    fn each_reading_takes_the_kth_version_or_the_last() {
+        let c = conflicts(&[&[10, 20], &[30, 40, 50]]);
+        assert_eq!(c.readings(), 2..=3);
+        assert_eq!(c.swaps(2), [(10, 20, 2), (30, 40, 2)]);
+        assert_eq!(c.swaps(3), [(10, 20, 2), (30, 50, 3)]);
+        assert_eq!(c.first_of()[&50], 30);
+    }
+
+    #[test]
+    fn readings_stop_at_the_sixteenth_version() {
+        let many: Vec<i64> = (0..40).collect();
+        let c = conflicts(&[&many, &[100, 200]]);
+        assert_eq!(c.readings(), 2..=16);
+        assert_eq!(c.past_the_last_reading(), 1);
+        assert_eq!(c.swaps(16)[0], (0, 15, 16));
+        assert!(conflicts(&[]).readings().is_empty());
+    }
+
+    #[test]
+    fn the_view_exchanges_only_the_swapped_versions() {
+        let sql = swapped_view("events_stored", &vec![(1, 9, 2)]);
+        assert!(sql.contains("CASE seq WHEN 1 THEN 2 WHEN 9 THEN 1 ELSE version END"));
+        assert!(sql.starts_with("SELECT \"seq\", "));
+        assert!(sql.ends_with(" FROM events_stored"));
+    }
+}
