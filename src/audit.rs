@@ -308,6 +308,37 @@ impl rules::readings::Sessions for LoadedReadings<'_> {
             Ok((ctx, Materialize::InMemory))
         })
     }
+
+    fn reduced<'a>(
+        &'a self,
+        part: &'a rules::readings::Neighbourhood,
+        swaps: &'a rules::readings::Swaps,
+    ) -> BoxFuture<'a, datafusion::error::Result<SessionContext>> {
+        Box::pin(async move { reduced_session(self.cfg, part, swaps, self.indexed) })
+    }
+}
+
+/// A session in memory over a reading's neighbourhood, `swaps` applied,
+/// `log_end` the whole log's (`readings::Neighbourhood`).
+fn reduced_session(
+    cfg: &AuditConfig,
+    part: &rules::readings::Neighbourhood,
+    swaps: &rules::readings::Swaps,
+    indexed: bool,
+) -> datafusion::error::Result<SessionContext> {
+    let events = rules::readings::swapped_batches(&part.events, swaps);
+    let tables = Ingested {
+        evidence: part.evidence.clone(),
+        ..Default::default()
+    };
+    let ctx = loaded_session(cfg, &events, &tables, indexed)
+        .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+    if let Some(first) = part.log_end.first() {
+        let table =
+            datafusion::datasource::MemTable::try_new(first.schema(), vec![part.log_end.clone()])?;
+        ctx.register_table("log_end", Arc::new(table))?;
+    }
+    Ok(ctx)
 }
 
 /// Run the rules over `convert`'s Parquet where it lies: every query scans
@@ -419,6 +450,15 @@ impl rules::readings::Sessions for FileReadings<'_> {
                 .map_err(|e| DataFusionError::External(Box::new(e)))?;
             Ok((ctx, materialize))
         })
+    }
+
+    fn reduced<'a>(
+        &'a self,
+        part: &'a rules::readings::Neighbourhood,
+        swaps: &'a rules::readings::Swaps,
+    ) -> BoxFuture<'a, datafusion::error::Result<SessionContext>> {
+        // In memory, as a loaded audit's: `ev` from its view file.
+        Box::pin(async move { reduced_session(self.cfg, part, swaps, false) })
     }
 }
 

@@ -513,3 +513,101 @@ fn a_redelivery_split_across_shards_collapses_as_in_one_file() {
     assert_eq!(report(&shards, &[]), expected, "loaded");
     assert_eq!(report(&shards, &["--in-place"]), expected, "in place");
 }
+
+/// The readings of later versions run over a neighbourhood of the
+/// conflicting ids (`rules::readings::neighbourhood`); over the whole log
+/// (`HVAUDIT_READINGS=full`) they find the same. Logs with violations of
+/// every rule, a few of their events given forged copies of every kind: an
+/// earlier date, another type, task, parent, token, causation, payload.
+mod neighbourhood {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A forged copy of `original`, dated `earlier_ms` before it (after
+    /// it when negative), with the changes `changes` picks.
+    fn forge(original: &str, earlier_ms: i64, changes: u8) -> String {
+        let mut e: Value = serde_json::from_str(original).unwrap();
+        let at = chrono::DateTime::parse_from_rfc3339(e["created_at"].as_str().unwrap()).unwrap();
+        let at = at - chrono::Duration::milliseconds(earlier_ms);
+        e["created_at"] = json!(at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+        let kinds = [
+            "task.progress",
+            "task.completed",
+            "task.cancelled",
+            "delegation.handoff.completed",
+        ];
+        if changes & 1 != 0 {
+            e["type"] = json!(kinds[(changes as usize >> 4) % kinds.len()]);
+        }
+        if changes & 2 != 0 {
+            e["task_id"] = json!("task_forged");
+        }
+        if changes & 4 != 0 {
+            e["parent_task_id"] = json!("task_forged_parent");
+        }
+        if changes & 8 != 0 {
+            e["handoff_token"] = json!("tok_forged");
+        }
+        if changes & 16 != 0 {
+            e["causation_id"] = json!("evt_forged_cause");
+        }
+        e["payload"] = json!({"forged": changes});
+        e.to_string()
+    }
+
+    fn findings(path: &std::path::Path, full: bool) -> Vec<(String, String, Option<u64>)> {
+        let mut cmd = hvaudit();
+        if full {
+            cmd.env("HVAUDIT_READINGS", "full");
+        }
+        let out = cmd
+            .args(["audit", "-q", "--format", "json", "--fail-on", "none"])
+            .arg(path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut v: Vec<_> = (report["findings"].as_array().unwrap().iter())
+            .map(|f| {
+                (
+                    f["rule"].as_str().unwrap().to_string(),
+                    f["fingerprint"].as_str().unwrap().to_string(),
+                    f["rests_on_version"].as_u64(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 10, failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn finds_what_the_whole_log_finds(
+            seed in 0u64..1000,
+            forgeries in prop::collection::vec((any::<prop::sample::Index>(), -2000i64..2000, any::<u8>(), 1usize..3), 1..6),
+        ) {
+            let log = String::from_utf8(synth_log(seed, 40_000, 0.0)).unwrap();
+            let mut lines: Vec<String> = log.lines().map(str::to_string).collect();
+            let events: Vec<usize> = (0..lines.len())
+                .filter(|&i| serde_json::from_str::<Value>(&lines[i]).is_ok_and(|v| v["id"].is_string() && v["created_at"].is_string()))
+                .collect();
+            for (at, earlier, changes, copies) in forgeries {
+                let original = lines[events[at.index(events.len())]].clone();
+                for n in 0..copies {
+                    lines.push(forge(&original, earlier + n as i64 * 7, changes.wrapping_add(n as u8)));
+                }
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("log.ndjson");
+            std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+            let (part, whole) = (findings(&path, false), findings(&path, true));
+            prop_assert_eq!(part, whole);
+        }
+    }
+}

@@ -16,6 +16,7 @@
 //! The walk keeps its own stack, so nesting of any depth costs memory, not
 //! the thread's stack.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::ops::Range;
 
@@ -44,6 +45,8 @@ pub struct Canonicalizer {
     stack: Vec<Frame>,
     members: Vec<Member>,
     scratch: Vec<u8>,
+    /// (rank, index) of a line's members, in `object`'s order.
+    order: Vec<(u16, usize)>,
 }
 
 enum Frame {
@@ -78,6 +81,61 @@ impl Canonicalizer {
             Some(Err(e)) => Err(e),
             None => Err(CanonicalError::Malformed),
         }
+    }
+
+    /// The canonical text of the object whose members (keys decoded,
+    /// values raw, no key twice) are `members`, valid until the next call.
+    /// Its members are laid out by a fixed rank of the envelope's names,
+    /// then the other names in byte order: one spelling per value, as
+    /// [`Self::canonical`]'s, without sorting the common names (a line is
+    /// hashed this way, and this was most of reading one).
+    pub fn object(&mut self, members: &[(Cow<'_, str>, &str)]) -> Result<&[u8], CanonicalError> {
+        self.out.clear();
+        self.stack.clear();
+        self.members.clear();
+        let mut order = std::mem::take(&mut self.order);
+        order.clear();
+        order.extend(members.iter().enumerate().map(|(i, (k, _))| (rank(k), i)));
+        order.sort_unstable_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then_with(|| members[a.1].0.as_bytes().cmp(members[b.1].0.as_bytes()))
+        });
+        self.out.push(b'{');
+        for (n, &(rank, i)) in order.iter().enumerate() {
+            if n > 0 {
+                self.out.push(b',');
+            }
+            let (key, raw) = (&members[i].0, members[i].1);
+            if (rank as usize) < RANKED.len() {
+                self.out.push(b'"');
+                self.out.extend_from_slice(key.as_bytes());
+                self.out.extend_from_slice(b"\":");
+            } else {
+                push_string(&mut self.out, key);
+                self.out.push(b':');
+            }
+            let bytes = raw.as_bytes();
+            match bytes.first() {
+                // A string without escapes is written as it is canonical.
+                Some(b'"') if memchr::memchr(b'\\', bytes).is_none() => {
+                    self.out.extend_from_slice(bytes)
+                }
+                _ => match self.walk(bytes) {
+                    Some(Ok(())) => {}
+                    Some(Err(e)) => {
+                        self.order = order;
+                        return Err(e);
+                    }
+                    None => {
+                        self.order = order;
+                        return Err(CanonicalError::Malformed);
+                    }
+                },
+            }
+        }
+        self.order = order;
+        self.out.push(b'}');
+        Ok(&self.out)
     }
 
     /// None when the text is not JSON.
@@ -229,6 +287,68 @@ impl Canonicalizer {
     }
 }
 
+/// The envelope's member names in the order a line's canonical text lays
+/// them out ([`Canonicalizer::object`]), each written as it is (no name
+/// needs an escape); any other name comes after them, in byte order.
+macro_rules! ranked {
+    ($($name:literal),* $(,)?) => {
+        /// The ranked names, in rank order.
+        const RANKED: &[&str] = &[$($name),*];
+
+        /// A member name's rank in [`RANKED`] (every other name: past it).
+        /// A match compiles to a comparison of lengths, then bytes.
+        fn rank(name: &str) -> u16 {
+            let mut rank = 0u16;
+            $(
+                if name == $name {
+                    return rank;
+                }
+                rank += 1;
+            )*
+            rank
+        }
+    };
+}
+
+ranked!(
+    "spec_version",
+    "aep_version",
+    "id",
+    "type",
+    "source",
+    "target",
+    "topic",
+    "session_id",
+    "conversation_id",
+    "task_id",
+    "parent_task_id",
+    "correlation_id",
+    "causation_id",
+    "created_at",
+    "expires_at",
+    "delivery",
+    "payload_schema",
+    "belief_status",
+    "belief_scope",
+    "confidence",
+    "valid_from",
+    "valid_until",
+    "stale_after",
+    "refresh_hint",
+    "delegated_by",
+    "delegated_to",
+    "handoff_token",
+    "checkpoint_id",
+    "checkpoint_at",
+    "interruption_policy",
+    "compensation_id",
+    "source_trust",
+    "attestation_count",
+    "data_provenance",
+    "evidence_chain",
+    "payload",
+);
+
 /// A canonical key's text for a message: unquoted, at most 80 characters.
 fn shown_key(canonical: &[u8]) -> String {
     let text = String::from_utf8_lossy(canonical);
@@ -318,8 +438,12 @@ fn push_char(out: &mut Vec<u8>, c: char) {
 /// `string` writes it.
 pub fn push_string(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
-    for c in s.chars() {
-        push_char(out, c);
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.extend_from_slice(s.as_bytes());
+    } else {
+        for c in s.chars() {
+            push_char(out, c);
+        }
     }
     out.push(b'"');
 }
@@ -594,6 +718,29 @@ mod tests {
         );
         // The same key in sibling objects is fine.
         assert!(canon(r#"[{"a":1},{"a":2}]"#).is_ok());
+    }
+
+    #[test]
+    fn an_objects_members_have_one_spelling_in_any_order() {
+        fn object(text: &str) -> Result<String, CanonicalError> {
+            let members = crate::ingest::members::read(text, true).unwrap();
+            Canonicalizer::default()
+                .object(&members)
+                .map(|b| String::from_utf8(b.to_vec()).unwrap())
+        }
+        let a = object(r#"{"payload":{"b":1,"a":[1.0]},"zz":"\u00e9","id":"e1","aa":2}"#).unwrap();
+        let b = object(r#"{ "aa" : 2e0, "id" : "e1", "zz" : "é", "payload" : {"a":[1],"b":1} }"#)
+            .unwrap();
+        assert_eq!(a, b);
+        // The envelope's names first, in their rank; the rest by name.
+        assert_eq!(
+            a,
+            r#"{"id":"e1","payload":{"a":[1],"b":1},"aa":2,"zz":"é"}"#
+        );
+        assert!(matches!(
+            object(r#"{"id":"e1","payload":{"x":{"k":1,"k":2}}}"#),
+            Err(CanonicalError::RepeatedKey(_))
+        ));
     }
 
     #[test]

@@ -104,7 +104,7 @@ pub fn parse_line<'a>(
     }
     // The line's value, in one spelling: its digest, and a member named
     // twice at any depth (I-JSON) found on the way.
-    let digest = CANONICAL.with_borrow_mut(|c| match c.canonical(line) {
+    let digest = CANONICAL.with_borrow_mut(|c| match c.object(&members) {
         Ok(text) => Ok(super::identity::digest(text)),
         Err(e) => Err(e.to_string()),
     });

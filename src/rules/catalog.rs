@@ -205,6 +205,14 @@ impl Catalog {
     /// Remove the view `name` if it is still the embedded one (not replaced
     /// from a user directory), for a caller that registers its own table of
     /// the same meaning; whether it did.
+    /// Whether every view and rule is one hvaudit ships, as it ships it
+    /// (none of the user's own, none replaced).
+    pub fn all_shipped(&self) -> bool {
+        let views = self.views.iter().map(|v| (&v.file, &v.sql));
+        let mut all = views.chain(self.rules.iter().map(|r| (&r.file, &r.sql)));
+        all.all(|(f, s)| is_shipped(f, s))
+    }
+
     pub fn remove_embedded_view(&mut self, name: &str) -> bool {
         let Some(at) = self.views.iter().position(|v| v.name == name) else {
             return false;

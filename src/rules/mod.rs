@@ -400,13 +400,46 @@ async fn read_later_versions(
     let mut seen: std::collections::HashSet<_> = first.iter().map(key).collect();
     // Only what reads `ev` can read otherwise (the integrity rule reads
     // every version, the same in every reading).
-    let (reading_catalog, rule_index) = reading_ev(ctx, catalog);
+    let (mut reading_catalog, rule_index) = reading_ev(ctx, catalog);
     let quiet = indicatif::ProgressBar::hidden();
     let readings = conflicts.readings();
+    // The built-in rules read only a neighbourhood of the conflicting ids
+    // differently: both readings run over it alone (`HVAUDIT_READINGS=full`
+    // runs them over the whole log, as rules of the user's own always do).
+    let whole = std::env::var("HVAUDIT_READINGS").is_ok_and(|v| v == "full");
+    let part = match whole || !catalog.all_shipped() {
+        true => None,
+        false => {
+            let started = std::time::Instant::now();
+            let part = readings::neighbourhood(ctx, &conflicts).await?;
+            crate::progress::timing("reading", "neighbourhood", started);
+            part
+        }
+    };
+    if let Some(part) = &part {
+        // Version 1 over the neighbourhood: what every reading is told
+        // apart from (besides the whole log's own findings).
+        reading_catalog.remove_embedded_view("log_end");
+        let session = sessions.reduced(part, &Vec::new()).await?;
+        let Evaluated { rows, errors } = evaluate(
+            &session,
+            &reading_catalog,
+            &rule_index,
+            &Materialize::InMemory,
+            &quiet,
+            strings,
+        )
+        .await;
+        added.errors.extend(errors);
+        seen.extend(rows.iter().map(key));
+    }
     for k in readings.clone() {
         let started = std::time::Instant::now();
         let swaps = conflicts.swaps(k);
-        let (session, materialize) = sessions.session(&swaps, k).await?;
+        let (session, materialize) = match &part {
+            Some(part) => (sessions.reduced(part, &swaps).await?, Materialize::InMemory),
+            None => sessions.session(&swaps, k).await?,
+        };
         let Evaluated { rows, errors } = evaluate(
             &session,
             &reading_catalog,

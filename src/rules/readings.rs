@@ -26,6 +26,258 @@ pub trait Sessions: Sync {
         swaps: &'a Swaps,
         reading: u32,
     ) -> futures::future::BoxFuture<'a, Result<(SessionContext, super::Materialize)>>;
+
+    /// A session, in memory, over the rows of a [`Neighbourhood`] with
+    /// `swaps` applied (the log's end fixed from the whole log).
+    fn reduced<'a>(
+        &'a self,
+        part: &'a Neighbourhood,
+        swaps: &'a Swaps,
+    ) -> futures::future::BoxFuture<'a, Result<SessionContext>>;
+}
+
+/// The rows of the log that a reading of later versions can read
+/// differently, and all the built-in rules read beside them: every version
+/// of the conflicting ids; all events of the tasks they name, of those
+/// tasks' parents and children, and of their parents' other children; all
+/// events sharing a handoff token (or `jti`) with those; and, three steps
+/// each way, the events their ids, causations, evidence entries and facts
+/// name, or that name them. Both the reading of version 1 and the reading
+/// of version k run over these rows alone: what they say differently is
+/// what the whole log would say differently (a property test holds the
+/// two ways to each other), at the cost of a few scans instead of the
+/// whole rule set again.
+pub struct Neighbourhood {
+    pub events: Vec<RecordBatch>,
+    pub evidence: Vec<RecordBatch>,
+    /// `log_end` of the whole log.
+    pub log_end: Vec<RecordBatch>,
+}
+
+/// Past this share of the log (or this many conflicting ids), the
+/// neighbourhood is not worth taking apart: readings run over the whole
+/// log.
+const MOST: f64 = 0.2;
+const MANY_IDS: usize = 4096;
+
+/// The neighbourhood of `conflicts` in the log `ctx` holds (its views
+/// registered), or None when it is most of the log.
+pub async fn neighbourhood(
+    ctx: &SessionContext,
+    conflicts: &Conflicts,
+) -> Result<Option<Neighbourhood>> {
+    use std::collections::BTreeSet;
+    if conflicts.ids() > MANY_IDS {
+        return Ok(None);
+    }
+    let versions: BTreeSet<i64> = conflicts.ids.iter().flatten().copied().collect();
+    let (mut tasks, mut tokens, mut ids, mut facts) = (
+        BTreeSet::new(),
+        BTreeSet::new(),
+        BTreeSet::new(),
+        BTreeSet::new(),
+    );
+    let texts = |sql: String| async move {
+        let batches = collect(ctx, sql).await?;
+        let mut out: Vec<Vec<Option<String>>> = Vec::new();
+        for b in &batches {
+            let columns: Vec<_> = (0..b.num_columns())
+                .map(|c| {
+                    datafusion::arrow::compute::cast(
+                        b.column(c),
+                        &datafusion::arrow::datatypes::DataType::Utf8,
+                    )
+                })
+                .collect::<std::result::Result<_, _>>()?;
+            for r in 0..b.num_rows() {
+                out.push(
+                    columns
+                        .iter()
+                        .map(|c| {
+                            let s = c.as_string::<i32>();
+                            (!datafusion::arrow::array::Array::is_null(s, r))
+                                .then(|| s.value(r).to_string())
+                        })
+                        .collect(),
+                );
+            }
+        }
+        Ok::<_, datafusion::error::DataFusionError>(out)
+    };
+    // The conflicting rows themselves.
+    for row in texts(format!(
+        "SELECT id, task_id, parent_task_id, p_task_id, token_task_id, token_parent_task_id, \
+         handoff_token, token_jti, causation_id, original_event_id, fact_id \
+         FROM events WHERE seq IN ({})",
+        numbers(&versions)
+    ))
+    .await?
+    {
+        ids.extend(row[0].clone());
+        tasks.extend(row[1..6].iter().flatten().cloned());
+        tokens.extend(row[6..8].iter().flatten().cloned());
+        ids.extend(row[8..10].iter().flatten().cloned());
+        facts.extend(row[10].clone());
+    }
+    // Their tasks' family: parents, children, and the parents' children.
+    let parents: BTreeSet<String> = texts(format!(
+        "SELECT DISTINCT parent_task_id FROM events WHERE task_id IN ({}) AND parent_task_id IS NOT NULL",
+        quoted(&tasks)
+    ))
+    .await?
+    .into_iter()
+    .flat_map(|r| r[0].clone())
+    .collect();
+    let mut family = tasks.clone();
+    family.extend(parents.iter().cloned());
+    for row in texts(format!(
+        "SELECT DISTINCT task_id FROM events WHERE parent_task_id IN ({}) AND task_id IS NOT NULL",
+        quoted(&family)
+    ))
+    .await?
+    {
+        tasks.extend(row[0].clone());
+    }
+    tasks.extend(parents);
+    // The tokens the family issues or presents, and who else holds them.
+    for row in texts(format!(
+        "SELECT DISTINCT handoff_token, token_jti FROM events WHERE task_id IN ({})",
+        quoted(&tasks)
+    ))
+    .await?
+    {
+        tokens.extend(row.into_iter().flatten());
+    }
+    if !tokens.is_empty() {
+        for row in texts(format!(
+            "SELECT DISTINCT task_id FROM events WHERE (handoff_token IN ({0}) OR token_jti IN ({0})) \
+             AND task_id IS NOT NULL",
+            quoted(&tokens)
+        ))
+        .await?
+        {
+            tasks.extend(row[0].clone());
+        }
+    }
+    // What the ids name and what names them, three steps each way.
+    for _ in 0..3 {
+        let before = (ids.len(), facts.len());
+        let named = format!(
+            "SELECT id, causation_id, original_event_id, fact_id FROM events \
+             WHERE id IN ({0}) OR causation_id IN ({0}) OR original_event_id IN ({0}) \
+             OR fact_id IN ({1})",
+            quoted(&ids),
+            quoted(&facts)
+        );
+        for row in texts(named).await? {
+            ids.extend(row[0..3].iter().flatten().cloned());
+            facts.extend(row[3].clone());
+        }
+        let entries = format!(
+            "SELECT event_id, ref_id FROM evidence WHERE ref_id IN ({0}) OR event_id IN ({0})",
+            quoted(&ids)
+        );
+        for row in texts(entries).await? {
+            ids.extend(row.into_iter().flatten());
+        }
+        if (ids.len(), facts.len()) == before {
+            break;
+        }
+    }
+    let filter = format!(
+        "seq IN ({}) OR task_id IN ({tasks}) OR parent_task_id IN ({tasks}) OR id IN ({}) \
+         OR handoff_token IN ({tokens}) OR token_jti IN ({tokens}) OR fact_id IN ({})",
+        numbers(&versions),
+        quoted(&ids),
+        quoted(&facts),
+        tasks = quoted(&tasks),
+        tokens = quoted(&tokens),
+    );
+    let total = count(ctx, "SELECT count(*) FROM events".into()).await?;
+    let part = count(ctx, format!("SELECT count(*) FROM events WHERE {filter}")).await?;
+    if part as f64 > MOST * total as f64 {
+        return Ok(None);
+    }
+    let events = collect(ctx, format!("SELECT * FROM events WHERE {filter}")).await?;
+    let events = as_events(events)?;
+    let seqs: BTreeSet<i64> = events
+        .iter()
+        .flat_map(|b| {
+            let s = b
+                .column(crate::ingest::schema::events_col("seq"))
+                .as_primitive::<Int64Type>();
+            s.values().to_vec()
+        })
+        .collect();
+    let evidence = collect(
+        ctx,
+        format!(
+            "SELECT * FROM evidence WHERE event_seq IN ({})",
+            numbers(&seqs)
+        ),
+    )
+    .await?;
+    let evidence = as_layout(evidence, &crate::ingest::schema::EVIDENCE)?;
+    let log_end = collect(ctx, "SELECT * FROM log_end".into()).await?;
+    Ok(Some(Neighbourhood {
+        events,
+        evidence,
+        log_end,
+    }))
+}
+
+async fn count(ctx: &SessionContext, sql: String) -> Result<u64> {
+    let batches = collect(ctx, sql).await?;
+    let n = batches
+        .iter()
+        .find(|b| b.num_rows() > 0)
+        .map(|b| b.column(0).as_primitive::<Int64Type>().value(0))
+        .unwrap_or(0);
+    Ok(n.max(0) as u64)
+}
+
+/// Batches laid out as `schema` (the engine may hand text back in another
+/// encoding).
+fn as_layout(
+    batches: Vec<RecordBatch>,
+    schema: &datafusion::arrow::datatypes::SchemaRef,
+) -> Result<Vec<RecordBatch>> {
+    batches
+        .into_iter()
+        .filter(|b| b.num_rows() > 0)
+        .map(|b| {
+            let columns = (schema.fields().iter())
+                .map(|f| {
+                    let c = b.column_by_name(f.name()).ok_or_else(|| {
+                        datafusion::error::DataFusionError::Plan(format!("no column {}", f.name()))
+                    })?;
+                    Ok(datafusion::arrow::compute::cast(c, f.data_type())?)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(RecordBatch::try_new(schema.clone(), columns)?)
+        })
+        .collect()
+}
+
+fn as_events(batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
+    as_layout(batches, &crate::ingest::schema::EVENTS)
+}
+
+/// A SQL list of the texts (a null when empty, so that `IN` holds for none).
+fn quoted(texts: &std::collections::BTreeSet<String>) -> String {
+    if texts.is_empty() {
+        return "NULL".into();
+    }
+    let list: Vec<String> = texts.iter().map(|t| sql_text(t)).collect();
+    list.join(",")
+}
+
+fn numbers(seqs: &std::collections::BTreeSet<i64>) -> String {
+    if seqs.is_empty() {
+        return "NULL".into();
+    }
+    let list: Vec<String> = seqs.iter().map(i64::to_string).collect();
+    list.join(",")
 }
 
 /// Readings past the 16th version are not made: an id with more versions
