@@ -50,7 +50,7 @@ pub trait Sessions: Sync {
 pub struct Neighbourhood {
     pub events: Vec<RecordBatch>,
     pub evidence: Vec<RecordBatch>,
-    /// `log_end` of the whole log.
+    /// `log_end` of the whole log (none when the rules do not read it).
     pub log_end: Vec<RecordBatch>,
 }
 
@@ -218,7 +218,11 @@ pub async fn neighbourhood(
     )
     .await?;
     let evidence = as_layout(evidence, &crate::ingest::schema::EVIDENCE)?;
-    let log_end = collect(ctx, "SELECT * FROM log_end".into()).await?;
+    // The whole log's end, when the rules read it (a narrowed run may not).
+    let log_end = match ctx.table_exist("log_end")? {
+        true => collect(ctx, "SELECT * FROM log_end".into()).await?,
+        false => Vec::new(),
+    };
     Ok(Some(Neighbourhood {
         events,
         evidence,
