@@ -11,7 +11,7 @@ use std::sync::LazyLock;
 
 /// One cluster for the whole module: a runtime whose worker threads keep
 /// serving while the tests (and the CLI processes they start) use it.
-static CLUSTER: LazyLock<(tokio::runtime::Runtime, String)> = LazyLock::new(|| {
+pub(crate) static CLUSTER: LazyLock<(tokio::runtime::Runtime, String)> = LazyLock::new(|| {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
         .enable_all()

@@ -400,49 +400,65 @@ async fn read_later_versions(
     let mut seen: std::collections::HashSet<_> = first.iter().map(key).collect();
     // Only what reads `ev` can read otherwise (the integrity rule reads
     // every version, the same in every reading).
-    let (mut reading_catalog, rule_index) = reading_ev(ctx, catalog);
+    let (reading_catalog, rule_index) = reading_ev(ctx, catalog);
     let quiet = indicatif::ProgressBar::hidden();
     let readings = conflicts.readings();
     // The built-in rules read only a neighbourhood of the conflicting ids
-    // differently: both readings run over it alone (`HVAUDIT_READINGS=full`
-    // runs them over the whole log, as rules of the user's own always do).
+    // differently: every reading and the reading of version 1 run over it
+    // alone (`HVAUDIT_READINGS=full` runs them over the whole log, as rules
+    // of the user's own always do). One neighbourhood serves every
+    // reading: findings of two readings are told apart by their text,
+    // which a narrower one could change at its edge.
     let whole = std::env::var("HVAUDIT_READINGS").is_ok_and(|v| v == "full");
-    let part = match whole || !catalog.all_shipped() {
-        true => None,
-        false => {
-            let started = std::time::Instant::now();
-            let part = readings::neighbourhood(ctx, &conflicts).await?;
-            crate::progress::timing("reading", "neighbourhood", started);
-            part
+    // Over a neighbourhood, the log's end is the whole log's.
+    let mut reduced_catalog = reading_catalog.clone();
+    reduced_catalog.remove_embedded_view("log_end");
+    let mut part: Option<readings::Neighbourhood> = None;
+    if !whole && catalog.all_shipped() {
+        let started = std::time::Instant::now();
+        part = readings::neighbourhood(ctx, &conflicts).await?;
+        let what = match &part {
+            Some(p) => {
+                let rows: usize = p.events.iter().map(|b| b.num_rows()).sum();
+                format!("neighbourhood ({rows} events)")
+            }
+            None => "neighbourhood (most of the log: the whole log is read)".into(),
+        };
+        crate::progress::timing("reading", &what, started);
+        if let Some(part) = &part {
+            // Version 1 over the neighbourhood: what every reading is told
+            // apart from (besides the whole log's own findings).
+            let session = sessions.reduced(part, &Vec::new()).await?;
+            let Evaluated { rows, errors } = evaluate(
+                &session,
+                &reduced_catalog,
+                &rule_index,
+                &Materialize::InMemory,
+                &quiet,
+                strings,
+            )
+            .await;
+            added.errors.extend(errors);
+            seen.extend(rows.iter().map(key));
         }
-    };
-    if let Some(part) = &part {
-        // Version 1 over the neighbourhood: what every reading is told
-        // apart from (besides the whole log's own findings).
-        reading_catalog.remove_embedded_view("log_end");
-        let session = sessions.reduced(part, &Vec::new()).await?;
-        let Evaluated { rows, errors } = evaluate(
-            &session,
-            &reading_catalog,
-            &rule_index,
-            &Materialize::InMemory,
-            &quiet,
-            strings,
-        )
-        .await;
-        added.errors.extend(errors);
-        seen.extend(rows.iter().map(key));
     }
     for k in readings.clone() {
         let started = std::time::Instant::now();
         let swaps = conflicts.swaps(k);
-        let (session, materialize) = match &part {
-            Some(part) => (sessions.reduced(part, &swaps).await?, Materialize::InMemory),
-            None => sessions.session(&swaps, k).await?,
+        let (session, materialize, catalog) = match &part {
+            Some(part) => (
+                sessions.reduced(part, &swaps).await?,
+                Materialize::InMemory,
+                &reduced_catalog,
+            ),
+            None => {
+                let (session, materialize) = sessions.session(&swaps, k).await?;
+                (session, materialize, &reading_catalog)
+            }
         };
         let Evaluated { rows, errors } = evaluate(
             &session,
-            &reading_catalog,
+            catalog,
             &rule_index,
             &materialize,
             &quiet,
