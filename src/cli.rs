@@ -8,6 +8,7 @@ use hvaudit::finding::Severity;
 use hvaudit::options::{SpecMode, TokenFormat};
 use hvaudit::report::Format;
 use hvaudit::rule_cases::parse_horizon;
+pub use hvaudit::tables::memory::parse_size;
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -511,32 +512,6 @@ fn existing_dir(s: &str) -> Result<PathBuf, String> {
             "{s:?} is not a directory; create it or choose another"
         ))
     }
-}
-
-/// Sizes like 512K, 16M, 2G, 1.5G or a plain byte count.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size; use e.g. 512M or 2G"))?;
-    let mult = match unit
-        .trim()
-        .to_ascii_uppercase()
-        .trim_end_matches("IB")
-        .trim_end_matches('B')
-    {
-        "" => 1u64,
-        "K" => 1 << 10,
-        "M" => 1 << 20,
-        "G" => 1 << 30,
-        "T" => 1 << 40,
-        _ => return Err(format!("{s:?}: unknown unit; use K, M, G or T")),
-    };
-    Ok((n * mult as f64) as u64)
 }
 
 /// A line cap: a size of at most 1G, so that a chunk's text column (a

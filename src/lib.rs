@@ -14,6 +14,7 @@ pub mod finding;
 pub mod finding_store;
 pub mod gate;
 pub mod ingest;
+pub mod layout;
 pub mod options;
 pub mod output;
 pub mod progress;
@@ -24,6 +25,7 @@ pub mod report_model;
 pub mod rule_cases;
 pub mod rules;
 pub mod signals;
+pub mod tables;
 
 pub use finding::{Finding, Location, Severity};
 pub use finding_store::{FindingKey, Findings};

@@ -147,8 +147,13 @@ fn audited(p: &Planted) -> (Report, RenderOptions) {
     let path = dir.path().join("log.ndjson");
     std::fs::write(&path, log(p)).unwrap();
     let mut report = Audit::new(AuditConfig {
-        inputs: vec![path],
-        allow_empty: true,
+        reading: hvaudit::tables::ReadingOptions {
+            ingest: hvaudit::ingest::IngestOptions {
+                allow_empty: true,
+                ..Default::default()
+            },
+            ..hvaudit::tables::ReadingOptions::new(vec![path])
+        },
         ..Default::default()
     })
     .run()
