@@ -190,13 +190,12 @@ pub(crate) async fn audit_tables(
         },
         ..cfg.clone()
     };
-    let inputs = tables.inputs();
     match &tables.place {
-        Place::Loaded(ingested) => audit_ingested(cfg, catalog, ingested, inputs).await,
-        Place::OnDisk(disk) => audit_parquet_inputs(cfg, catalog, &disk.files, inputs).await,
-        Place::InPlace(files) => audit_parquet_inputs(cfg, catalog, files, inputs).await,
+        Place::Loaded(ingested) => audit_ingested(cfg, catalog, ingested, tables.inputs()).await,
+        Place::OnDisk(disk) => audit_parquet_inputs(cfg, catalog, &disk.files, tables).await,
+        Place::InPlace(files) => audit_parquet_inputs(cfg, catalog, files, tables).await,
         #[cfg(feature = "cluster")]
-        Place::Cluster(c) => audit_cluster(cfg, catalog, c, inputs).await,
+        Place::Cluster(c) => audit_cluster(cfg, catalog, c, tables).await,
     }
 }
 
@@ -308,12 +307,12 @@ async fn audit_parquet_inputs(
     cfg: &AuditConfig,
     catalog: &Catalog,
     files: &crate::ingest::in_place::ParquetInputs,
-    inputs: Vec<InputSummary>,
+    tables: &Tables,
 ) -> Result<Report, AuditError> {
     let ctx = engine::session(&cfg.rule_engine_options())?;
     let dir = cfg.spill_dir_or_default();
     let views = Materialize::OnDisk(Arc::new(rules::ViewFiles::in_dir(dir)));
-    audit_files(cfg, catalog, &ctx, files, inputs, &views, None).await
+    audit_files(cfg, catalog, &ctx, files, tables, &views, None).await
 }
 
 /// Register `convert`'s files found by `scan_inputs` in `ctx` and audit them.
@@ -322,11 +321,13 @@ async fn audit_files(
     catalog: &Catalog,
     ctx: &SessionContext,
     files: &crate::ingest::in_place::ParquetInputs,
-    inputs: Vec<InputSummary>,
+    tables: &Tables,
     materialize: &Materialize,
     cluster: Option<&str>,
 ) -> Result<Report, AuditError> {
     crate::tables::register_files(ctx, files, materialize).await?;
+    // After the registration: repeats across convert runs counted once.
+    let inputs = tables.inputs();
     engine::register_settings(ctx, &cfg.rule_settings())?;
     let later = FileReadings {
         cfg,
@@ -402,7 +403,7 @@ async fn audit_cluster(
     cfg: &AuditConfig,
     catalog: &Catalog,
     cluster: &crate::tables::OnCluster,
-    inputs: Vec<InputSummary>,
+    tables: &Tables,
 ) -> Result<Report, AuditError> {
     let usage = |e: anyhow::Error| AuditError::Usage(format!("{e:#}"));
     let url = cluster.url.as_str();
@@ -416,7 +417,7 @@ async fn audit_cluster(
             catalog,
             &ctx,
             &cluster.files,
-            inputs,
+            tables,
             &views,
             Some(url),
         )
