@@ -4,7 +4,7 @@ use crate::engine::{self, EngineOptions, RuleSettings};
 use crate::finding_store::Findings;
 use crate::ingest::Ingested;
 use crate::ingest::inputs::InputError;
-use crate::options::SpecMode;
+use crate::protocol::SpecMode;
 use crate::report_model::{InputSummary, Report, Span, TimeBucket};
 use crate::rules::{
     self, Materialize,

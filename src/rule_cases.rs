@@ -21,7 +21,7 @@
 //! rule stays silent on that log (a legal look-alike).
 
 use crate::audit::{Audit, AuditConfig};
-use crate::options::{SpecMode, TokenFormat};
+use crate::protocol::{SpecMode, TokenFormat};
 use crate::report_model::Report;
 use std::path::{Path, PathBuf};
 

@@ -8,7 +8,7 @@ use crate::common::hvaudit;
 use crate::ingest::{ev, query, upstream};
 use hvaudit::audit::{Audit, AuditConfig};
 use hvaudit::ingest::{IngestOptions, Ingested, ingest};
-use hvaudit::options::TokenFormat;
+use hvaudit::protocol::TokenFormat;
 use hvaudit::report::{Format, render};
 use serde_json::{Value, json};
 use std::io::Write;

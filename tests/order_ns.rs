@@ -392,7 +392,7 @@ fn token_claims_compare_to_the_nanosecond() {
     })
     .collect();
     let report = crate::common::audit_lines(&log, |c| {
-        c.reading.ingest.token_format = hvaudit::options::TokenFormat::Structured
+        c.reading.ingest.token_format = hvaudit::protocol::TokenFormat::Structured
     });
     assert!(report.rule_errors.is_empty(), "{:?}", report.rule_errors);
     let mut failed: Vec<(String, String)> = report

@@ -14,7 +14,7 @@
 
 use crate::common::{audit_lines, findings_of};
 use base64::Engine as _;
-use hvaudit::options::{SpecMode, TokenFormat};
+use hvaudit::protocol::{SpecMode, TokenFormat};
 use hvaudit::{Report, Severity};
 use serde_json::{Value, json};
 

@@ -4,7 +4,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::DateTime;
 use hvaudit::audit::{Audit, AuditConfig};
-use hvaudit::options::TokenFormat;
+use hvaudit::protocol::TokenFormat;
 use hvaudit_synth::{SynthOptions, SynthStats, generate};
 use serde_json::Value;
 use std::collections::{BTreeSet, HashSet};

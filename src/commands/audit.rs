@@ -2,7 +2,7 @@
 
 use crate::cli::AuditArgs;
 use crate::config::Config;
-use hvaudit::audit::{Audit, AuditConfig};
+use hvaudit::audit::Audit;
 use hvaudit::gate::{GateOptions, baseline::Baseline, suppressions::Suppressions};
 use hvaudit::output::write_output;
 use hvaudit::report;
@@ -10,24 +10,7 @@ use hvaudit::report;
 pub fn run(args: AuditArgs, config: &Config, quiet: bool) -> anyhow::Result<u8> {
     // An interrupt removes the report's temp file (see signals.rs).
     hvaudit::signals::install();
-    let outputs = args.output.iter().map(|p| ("-o", p.clone())).collect();
-    let cfg = AuditConfig {
-        reading: super::reading_options(
-            &args.input,
-            outputs,
-            super::location(&args.cluster, args.timeout, args.in_place)?,
-            quiet,
-        ),
-        spec: args.spec.into(),
-        horizon_ms: args.horizon,
-        decision_types: args.decision_types.clone(),
-        rules_glob: args.selection.rules.clone(),
-        exclude_rules: args.selection.exclude_rules.clone(),
-        rule_overrides: config.rules.clone(),
-        rules_dir: args.rules_dir.clone(),
-        since: args.since,
-        until: args.until,
-    };
+    let cfg = crate::translate::audit(&args, config, quiet)?;
     if args.format == report::Format::Parquet {
         hvaudit::output::refuse_binary_to_terminal(args.output.as_deref())?;
     }

@@ -73,16 +73,8 @@ pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
             None => out_dir.clone(),
         }
     });
-    // The archive keeps every rejected line unless told otherwise.
-    let outputs = vec![("-o", args.output.clone())];
-    let reading = super::reading_options(
-        &args.input,
-        outputs,
-        hvaudit::tables::Location::BySize,
-        quiet,
-    );
+    let reading = crate::translate::convert(&args, quiet);
     let ingest = hvaudit::ingest::IngestOptions {
-        max_bad_lines: args.input.max_bad_lines.unwrap_or(usize::MAX),
         spill_dir: spill,
         ..reading.ingest.clone()
     };

@@ -2,7 +2,6 @@
 //! instant, its timeline and the findings that touch it.
 
 use crate::cli::ReplayArgs;
-use hvaudit::audit::AuditConfig;
 use hvaudit::output::write_output;
 use hvaudit::replay::{ReplayError, ReplayRequest, Scope, render, replay};
 
@@ -13,18 +12,7 @@ pub fn run(args: ReplayArgs, quiet: bool) -> anyhow::Result<u8> {
         (None, Some(s)) => Scope::Session(s.clone()),
         _ => anyhow::bail!("name what to replay: --task ID or --session ID"),
     };
-    let outputs = args.output.iter().map(|p| ("-o", p.clone())).collect();
-    let cfg = AuditConfig {
-        reading: super::reading_options(
-            &args.input,
-            outputs,
-            hvaudit::tables::Location::BySize,
-            quiet,
-        ),
-        spec: args.spec.into(),
-        decision_types: args.decision_types.clone(),
-        ..Default::default()
-    };
+    let cfg = crate::translate::replay(&args, quiet);
     let request = ReplayRequest { scope, at: args.at };
     // A log whose table would not fit in memory is replayed from Parquet
     // on disk, as `audit` audits it.

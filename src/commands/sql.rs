@@ -52,9 +52,7 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
             hvaudit::ingest::inputs::shown_path(out)
         );
     }
-    let outputs = args.output.iter().map(|p| ("-o", p.clone())).collect();
-    let location = super::location(&args.cluster, args.timeout, args.in_place)?;
-    let reading = super::reading_options(&args.input, outputs, location, quiet);
+    let reading = crate::translate::sql(&args, quiet)?;
     // On a cluster, each statement (and the connection) within --timeout.
     let limit = args
         .cluster

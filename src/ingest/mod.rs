@@ -26,7 +26,7 @@ mod text_column;
 pub mod time;
 pub mod token;
 
-use crate::options::TokenFormat;
+use crate::protocol::TokenFormat;
 use crate::report_model::InputSummary;
 use datafusion::arrow::array::{FixedSizeBinaryBuilder, Int64Builder, StringBuilder};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -38,6 +38,11 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, mpsc};
 
+/// Rejected lines listed per input by default (in `bad_lines` and the
+/// report); the rest are counted, so that a log of junk cannot hide an
+/// event among them or fill memory with them.
+pub const DEFAULT_MAX_BAD_LINES: usize = 1000;
+
 /// How to read the inputs.
 #[derive(Debug, Clone)]
 pub struct IngestOptions {
@@ -47,8 +52,9 @@ pub struct IngestOptions {
     pub threads: usize,
     /// Keep rejected lines verbatim (for `--bad-lines FILE`).
     pub keep_bad_raw: bool,
-    /// Rejected lines listed per input (in `bad_lines` and the report);
-    /// the rest are counted. `--bad-lines FILE` still gets every one.
+    /// Rejected lines listed per input (in `bad_lines` and the report;
+    /// default [`DEFAULT_MAX_BAD_LINES`]); the rest are counted.
+    /// `--bad-lines FILE` still gets every one.
     pub max_bad_lines: usize,
     /// Accept a directory or pattern without logs (`--allow-empty`).
     pub allow_empty: bool,
@@ -67,7 +73,7 @@ impl Default for IngestOptions {
             max_line_bytes: ndjson::DEFAULT_MAX_LINE_BYTES,
             threads: 0,
             keep_bad_raw: false,
-            max_bad_lines: usize::MAX,
+            max_bad_lines: DEFAULT_MAX_BAD_LINES,
             allow_empty: false,
             spill_dir: None,
             progress: Arc::default(),

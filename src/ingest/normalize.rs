@@ -9,7 +9,7 @@ use super::raw_json::{json_integer, unescaped};
 use super::row::Row;
 use super::time::{Instant, parse_duration_ms, parse_instant};
 use super::{members, payload_schema, token};
-use crate::options::TokenFormat;
+use crate::protocol::TokenFormat;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;

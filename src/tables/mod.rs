@@ -13,7 +13,8 @@
 
 pub mod memory;
 
-use crate::engine::{self, EngineOptions};
+use crate::engine;
+pub use crate::engine::MemoryOptions;
 use crate::ingest::in_place::{self, ParquetInputs};
 use crate::ingest::inputs::{self, Input, Skipped, shown_path};
 use crate::ingest::{IngestFailure, IngestOptions, Ingested, ingest_inputs_into};
@@ -66,36 +67,6 @@ pub enum Location {
         url: String,
         timeout: std::time::Duration,
     },
-}
-
-/// The query engine's memory.
-#[derive(Debug, Clone, Default)]
-pub struct MemoryOptions {
-    /// Bytes for the query engine; beyond it, it spills to disk.
-    pub limit: Option<u64>,
-    /// Where spill files, the views computed in place and a log read to
-    /// disk go (default: the system temp directory).
-    pub spill_dir: Option<PathBuf>,
-    /// The memory this machine has available, when the caller knows
-    /// better than the system (None: [`memory::available`]); without a
-    /// `limit`, a log whose loaded table would not fit it is read to disk.
-    pub available: Option<u64>,
-}
-
-impl MemoryOptions {
-    /// `spill_dir`, else the system temp directory.
-    pub fn spill_dir_or_default(&self) -> PathBuf {
-        self.spill_dir.clone().unwrap_or_else(std::env::temp_dir)
-    }
-
-    /// The engine's settings (partitions: one per core).
-    pub fn engine(&self) -> EngineOptions {
-        EngineOptions {
-            memory_limit: self.limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX)),
-            spill_dir: self.spill_dir.clone(),
-            partitions: None,
-        }
-    }
 }
 
 /// How to read the logs of a run, and where their tables go.
