@@ -6,7 +6,7 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hvaudit::finding::Severity;
-use hvaudit::report::Format;
+use hvaudit::report::ReportFormat;
 use hvaudit::rule_cases::parse_horizon;
 pub use hvaudit::tables::memory::parse_size;
 use std::path::PathBuf;
@@ -189,8 +189,8 @@ pub struct AuditArgs {
     #[command(flatten)]
     pub input: InputArgs,
     /// Report format (parquet: one row per finding, to -o FILE or a pipe).
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
     /// Write the report here instead of stdout (a file is replaced
     /// atomically; `-` is stdout).
     #[arg(short, long, value_name = "FILE")]

@@ -18,7 +18,7 @@ use hvaudit::audit::{Audit, AuditConfig};
 use hvaudit::gate::GateOptions;
 use hvaudit::ingest::{IngestOptions, ingest};
 use hvaudit::replay::{ReplayFormat, ReplayRequest, Scope};
-use hvaudit::report::{Format, Provenance, RenderOptions, render, render_with};
+use hvaudit::report::{Provenance, RenderOptions, ReportFormat, render, render_with};
 use serde_json::Value;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -91,10 +91,10 @@ fn audited() -> &'static (PathBuf, Value) {
             ..Default::default()
         };
         let mut page = Vec::new();
-        render_with(&report, Format::Html, &opts, &mut page).unwrap();
+        render_with(&report, ReportFormat::Html, &opts, &mut page).unwrap();
         std::fs::write(&html, page).unwrap();
         let mut json = Vec::new();
-        render(&report, Format::Json, &mut json).unwrap();
+        render(&report, ReportFormat::Json, &mut json).unwrap();
         (html, serde_json::from_slice(&json).unwrap())
     })
 }

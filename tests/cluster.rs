@@ -71,7 +71,7 @@ fn assert_same(local: &Report, cluster: &Report) {
     // The whole JSON report: inputs, accounting, span, histogram, counts.
     let json = |r: &Report| {
         let mut out = Vec::new();
-        hvaudit::report::render(r, hvaudit::report::Format::Json, &mut out).unwrap();
+        hvaudit::report::render(r, hvaudit::report::ReportFormat::Json, &mut out).unwrap();
         String::from_utf8(out).unwrap()
     };
     assert_eq!(json(local), json(cluster));

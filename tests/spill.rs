@@ -365,7 +365,7 @@ fn audit_sql_and_replay_choose_the_spilled_path_through_the_library() {
         let mut out = Vec::new();
         hvaudit::report::render_with(
             r,
-            hvaudit::report::Format::Json,
+            hvaudit::report::ReportFormat::Json,
             &Default::default(),
             &mut out,
         )

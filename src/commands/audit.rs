@@ -11,7 +11,7 @@ pub fn run(args: AuditArgs, config: &Config, quiet: bool) -> anyhow::Result<u8> 
     // An interrupt removes the report's temp file (see signals.rs).
     hvaudit::signals::install();
     let cfg = crate::translate::audit(&args, config, quiet)?;
-    if args.format == report::Format::Parquet {
+    if args.format == report::ReportFormat::Parquet {
         hvaudit::output::refuse_binary_to_terminal(args.output.as_deref())?;
     }
     let audit = Audit::new(cfg);

@@ -158,7 +158,7 @@ type Runs = (
 );
 
 fn runs_in(out: &Path) -> anyhow::Result<Runs> {
-    use hvaudit::ingest::inputs::Format;
+    use hvaudit::ingest::inputs::LogFormat;
     use hvaudit::ingest::parquet::{OwnTable, describe_own};
     let found = if is_object_url(out) {
         // A prefix with no object yet holds no run.
@@ -173,7 +173,7 @@ fn runs_in(out: &Path) -> anyhow::Result<Runs> {
         Vec::new()
     };
     let mut ranges = Vec::new();
-    for input in found.iter().filter(|i| i.format == Format::Parquet) {
+    for input in found.iter().filter(|i| i.format == LogFormat::Parquet) {
         // Files not of a convert run are no run to meet.
         let Ok(file) = describe_own(input) else {
             continue;

@@ -12,13 +12,13 @@ mod members;
 pub mod ndjson;
 pub mod normalize;
 mod number_column;
+pub mod object_storage;
 pub mod parquet;
 mod parquet_pages;
 mod parquet_rows;
 pub mod payload;
 pub mod payload_schema;
 mod raw_json;
-pub mod remote;
 pub mod row;
 pub mod runs;
 pub mod schema;
@@ -30,7 +30,7 @@ use crate::protocol::TokenFormat;
 use crate::report_model::InputSummary;
 use datafusion::arrow::array::{FixedSizeBinaryBuilder, Int64Builder, StringBuilder};
 use datafusion::arrow::record_batch::RecordBatch;
-use inputs::{Format, Input, InputError, Skipped};
+use inputs::{Input, InputError, LogFormat, Skipped};
 use ndjson::{BadLine, ParsedChunk};
 use normalize::NormalizeOptions;
 use row::ChunkShape;
@@ -190,7 +190,7 @@ pub fn ingest_inputs_into(
     let ndjson_inputs: Vec<(usize, &Input)> = inputs
         .iter()
         .enumerate()
-        .filter(|(_, i)| i.format != Format::Parquet)
+        .filter(|(_, i)| i.format != LogFormat::Parquet)
         .collect();
     let norm = NormalizeOptions {
         token_format: opts.token_format,
@@ -379,8 +379,8 @@ fn expected_events(inputs: &[Input]) -> usize {
     let bytes: u64 = inputs
         .iter()
         .map(|i| match i.format {
-            Format::Gzip | Format::Zstd => i.bytes.saturating_mul(5),
-            Format::Parquet => 0,
+            LogFormat::Gzip | LogFormat::Zstd => i.bytes.saturating_mul(5),
+            LogFormat::Parquet => 0,
             _ => i.bytes,
         })
         .sum();

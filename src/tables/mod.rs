@@ -173,15 +173,15 @@ impl SpillPlan {
 /// counting 10x its size, Parquet 10x; None when a stream's size cannot be
 /// known before it is read.
 pub fn table_estimate(inputs: &[Input]) -> Option<u64> {
-    use inputs::Format;
+    use inputs::LogFormat;
     inputs.iter().try_fold(0u64, |sum, i| {
         if i.stream.is_some() {
             return None;
         }
         let factor = match i.format {
-            Format::Ndjson => 2,
-            Format::Gzip | Format::Zstd => 10,
-            Format::Parquet => 10,
+            LogFormat::Ndjson => 2,
+            LogFormat::Gzip | LogFormat::Zstd => 10,
+            LogFormat::Parquet => 10,
         };
         Some(sum.saturating_add(i.bytes.saturating_mul(factor)))
     })
