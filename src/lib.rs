@@ -34,6 +34,8 @@ pub mod rules;
 pub mod signals;
 pub mod tables;
 
+pub use audit::{Audit, AuditConfig, AuditError};
 pub use finding::{Finding, Location, Severity};
 pub use finding_store::{FindingKey, Findings};
 pub use report_model::{InputSummary, Report, RuleMeta};
+pub use tables::{ReadingOptions, Tables};
