@@ -387,8 +387,9 @@ fn audit_sql_and_replay_choose_the_spilled_path_through_the_library() {
     let count = |tables: &Tables| {
         block_on(async {
             let (ctx, _scratch) = tables.session().await.unwrap();
-            let sql = "SELECT count(*) AS n, sum(seq) AS s FROM events \
-                       UNION ALL SELECT count(*), sum(seq) FROM bad_lines";
+            let sql = "SELECT 'events' AS t, count(*) AS n, sum(seq) AS s FROM events \
+                       UNION ALL SELECT 'bad_lines', count(*), sum(seq) FROM bad_lines \
+                       ORDER BY t";
             let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
             datafusion::arrow::util::pretty::pretty_format_batches(&batches)
                 .unwrap()
