@@ -5,7 +5,8 @@
 use crate::common::{hvaudit, sql_csv, synth_log};
 use crate::forced_plans::{FORCED, audit_json, log_and_parquet};
 use hvaudit::Report;
-use hvaudit::audit::{Audit, AuditConfig, Mode};
+use hvaudit::audit::{Audit, AuditConfig};
+use hvaudit::tables::Location;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
@@ -37,26 +38,19 @@ fn convert(inputs: &[&Path], out: &Path, shard: u16) {
 }
 
 fn local(dir: &Path) -> Report {
-    Audit::new(AuditConfig {
-        inputs: vec![dir.to_path_buf()],
-        ..Default::default()
-    })
-    .run()
-    .expect("local audit runs")
+    Audit::new(AuditConfig::of(vec![dir.to_path_buf()]))
+        .run()
+        .expect("local audit runs")
 }
 
 fn on_cluster(dir: &Path) -> Result<Report, hvaudit::audit::AuditError> {
-    let cfg = AuditConfig {
-        inputs: vec![dir.to_path_buf()],
-        ..Default::default()
-    };
+    let mut cfg = AuditConfig::of(vec![dir.to_path_buf()]);
     let url = CLUSTER.1.clone();
-    Audit::new(cfg)
-        .mode(Mode::Cluster {
-            url,
-            timeout: DEADLINE,
-        })
-        .run()
+    cfg.reading.location = Location::Cluster {
+        url,
+        timeout: DEADLINE,
+    };
+    Audit::new(cfg).run()
 }
 
 /// Far above the few seconds each cluster run takes on a loaded machine (a
@@ -77,7 +71,7 @@ fn assert_same(local: &Report, cluster: &Report) {
     // The whole JSON report: inputs, accounting, span, histogram, counts.
     let json = |r: &Report| {
         let mut out = Vec::new();
-        hvaudit::report::render(r, hvaudit::report::Format::Json, &mut out).unwrap();
+        hvaudit::report::render(r, hvaudit::report::ReportFormat::Json, &mut out).unwrap();
         String::from_utf8(out).unwrap()
     };
     assert_eq!(json(local), json(cluster));
