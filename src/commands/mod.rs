@@ -13,7 +13,7 @@ pub mod rules;
 pub mod sql;
 mod sql_output;
 mod sql_shell;
-mod sql_statement;
+pub mod sql_statement;
 pub mod synth;
 
 use crate::cli::InputArgs;
