@@ -3,6 +3,7 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use hvaudit::audit::{Audit, AuditConfig};
 use hvaudit::ingest::{IngestOptions, ingest};
+use hvaudit::tables::Tables;
 use hvaudit_synth::{SynthOptions, generate};
 
 fn bench_rules(c: &mut Criterion) {
@@ -18,15 +19,15 @@ fn bench_rules(c: &mut Criterion) {
     let mut log = std::io::BufWriter::new(std::fs::File::create(&path).expect("create log"));
     generate(&opts, &mut log, &mut std::io::sink()).expect("generate");
     drop(log);
-    let mut ingested =
-        ingest(std::slice::from_ref(&path), &IngestOptions::default()).expect("ingest");
+    let ingested = ingest(std::slice::from_ref(&path), &IngestOptions::default()).expect("ingest");
     let audit = Audit::new(AuditConfig::default());
     let catalog = audit.catalog().expect("rules load");
     let mut group = c.benchmark_group("rules");
     group.throughput(Throughput::Elements(ingested.total().events));
+    let mut tables = Tables::loaded(ingested);
     group.sample_size(10);
     group.bench_function("all_rules_64MB", |b| {
-        b.iter(|| audit.rules_over(&catalog, &mut ingested).expect("audit"))
+        b.iter(|| audit.run_on(&catalog, &mut tables).expect("audit"))
     });
     group.finish();
 }

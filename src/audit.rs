@@ -2,14 +2,15 @@
 
 use crate::engine::{self, EngineOptions, RuleSettings};
 use crate::finding_store::Findings;
+use crate::ingest::Ingested;
 use crate::ingest::inputs::InputError;
-use crate::ingest::{IngestOptions, Ingested, ingest};
-use crate::options::{SpecMode, TokenFormat};
+use crate::protocol::SpecMode;
 use crate::report_model::{InputSummary, Report, Span, TimeBucket};
 use crate::rules::{
     self, Materialize,
     catalog::{Catalog, FileError},
 };
+use crate::tables::{Notices, Place, Purpose, ReadingOptions, Tables};
 use chrono::{DateTime, Utc};
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::Int64Type;
@@ -24,9 +25,9 @@ pub use unread_columns::let_go_of_unread_columns;
 /// Everything an audit run needs to know.
 #[derive(Debug, Clone, Default)]
 pub struct AuditConfig {
-    pub inputs: Vec<PathBuf>,
+    /// The logs, how they are read and where their tables go.
+    pub reading: ReadingOptions,
     pub spec: SpecMode,
-    pub token_format: TokenFormat,
     /// Only flag a wait when at least this much log follows its opening event.
     pub horizon_ms: Option<i64>,
     /// Event types that count as decisions; None = the default set.
@@ -37,33 +38,30 @@ pub struct AuditConfig {
     pub exclude_rules: Option<String>,
     /// Severities and rules left out, from the configuration file.
     pub rule_overrides: Vec<crate::rules::catalog::RuleOverride>,
-    /// Accept inputs that hold no log.
-    pub allow_empty: bool,
     /// Extra rule files (and views) of the same form as queries/.
     pub rules_dir: Option<PathBuf>,
     /// Report only findings whose first event lies in [since, until].
     pub since: Option<DateTime<Utc>>,
     pub until: Option<DateTime<Utc>>,
-    /// DataFusion memory pool size in bytes (spills to disk beyond it).
-    pub memory_limit: Option<usize>,
-    pub spill_dir: Option<PathBuf>,
-    /// Show progress bars on stderr (only when it is a terminal).
-    pub progress: bool,
 }
 
 impl AuditConfig {
+    /// An audit of `inputs` with the defaults.
+    pub fn of(inputs: Vec<PathBuf>) -> AuditConfig {
+        AuditConfig {
+            reading: ReadingOptions::new(inputs),
+            ..Default::default()
+        }
+    }
+
     /// Where spill files and in-place views go: `--spill-dir`, else the
     /// system temp directory.
     pub fn spill_dir_or_default(&self) -> PathBuf {
-        self.spill_dir.clone().unwrap_or_else(std::env::temp_dir)
+        self.reading.memory.spill_dir_or_default()
     }
 
     pub fn engine_options(&self) -> EngineOptions {
-        EngineOptions {
-            memory_limit: self.memory_limit,
-            spill_dir: self.spill_dir.clone(),
-            partitions: None,
-        }
+        self.reading.memory.engine()
     }
 
     /// The engine for the rule set: one partition per query. The rules run
@@ -80,7 +78,7 @@ impl AuditConfig {
         RuleSettings {
             spec: self.spec,
             horizon_ms: self.horizon_ms,
-            token_format: self.token_format,
+            token_format: self.reading.ingest.token_format,
             decision_types: self.decision_types.clone(),
         }
     }
@@ -118,78 +116,28 @@ pub enum AuditError {
     Disturbed(#[from] Disturbed),
 }
 
-/// Where an audit's rules run.
-#[derive(Debug, Clone, Default)]
-pub enum Mode {
-    /// Read the inputs (NDJSON or Parquet) into memory, then run the rules.
-    #[default]
-    Loaded,
-    /// Run the rules over `convert`'s Parquet where it lies.
-    InPlace,
-    /// Run the rules on a Ballista cluster (`df://HOST:PORT`) over
-    /// `convert`'s Parquet; given up after `timeout`.
-    #[cfg(feature = "cluster")]
-    Cluster {
-        url: String,
-        timeout: std::time::Duration,
-    },
-}
-
 /// One audit, from its inputs to a `Report`: the configuration (rules,
-/// engine, time window), how the inputs are read and where the rules run.
-/// `hvaudit audit` and the tests both go through it:
+/// engine, time window, how the inputs are read and where their tables
+/// go). A log too large for memory is read to Parquet on disk and audited
+/// there ([`Tables::open`]):
 ///
 /// ```no_run
 /// # use hvaudit::audit::{Audit, AuditConfig};
-/// let report = Audit::new(AuditConfig {
-///     inputs: vec!["samples/incident".into()],
-///     ..Default::default()
-/// })
-/// .run()?;
+/// let report = Audit::new(AuditConfig::of(vec!["samples/incident".into()])).run()?;
 /// # Ok::<(), hvaudit::audit::AuditError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Audit {
     config: AuditConfig,
-    reading: IngestOptions,
-    mode: Mode,
 }
 
 impl Audit {
-    /// Loaded, with the default reading options.
     pub fn new(config: AuditConfig) -> Audit {
-        Audit {
-            reading: IngestOptions::default(),
-            mode: Mode::Loaded,
-            config,
-        }
-        .reading(IngestOptions::default())
-    }
-
-    /// Read the inputs with `opts` (line limit, rejected lines kept,
-    /// threads, progress counter); the token format and whether empty
-    /// inputs are accepted stay the configuration's.
-    pub fn reading(mut self, opts: IngestOptions) -> Audit {
-        self.reading = IngestOptions {
-            token_format: self.config.token_format,
-            allow_empty: self.config.allow_empty,
-            ..opts
-        };
-        self
-    }
-
-    /// Run where `mode` says.
-    pub fn mode(mut self, mode: Mode) -> Audit {
-        self.mode = mode;
-        self
+        Audit { config }
     }
 
     pub fn config(&self) -> &AuditConfig {
         &self.config
-    }
-
-    pub fn ingest_options(&self) -> &IngestOptions {
-        &self.reading
     }
 
     /// The rule set the configuration selects.
@@ -202,32 +150,20 @@ impl Audit {
         self.run_with(&self.catalog()?)
     }
 
-    /// Run it end to end with `catalog`.
+    /// Run it end to end with `catalog`: open the tables where the
+    /// configuration says (or where they fit), then run the rules.
     pub fn run_with(&self, catalog: &Catalog) -> Result<Report, AuditError> {
-        match &self.mode {
-            Mode::Loaded => {
-                let mut ingested = ingest(&self.config.inputs, &self.reading)?;
-                self.rules_over(catalog, &mut ingested)
-            }
-            Mode::InPlace => block_on(audit_in_place(&self.config, catalog)),
-            #[cfg(feature = "cluster")]
-            Mode::Cluster { url, timeout } => {
-                block_on(audit_cluster(&self.config, catalog, url, *timeout))
-            }
-        }
+        let mut tables = Tables::open(&self.config.reading, Purpose::Audit)?;
+        self.run_on(catalog, &mut tables)
     }
 
-    /// The rules over tables the caller read itself (`hvaudit audit` reads
-    /// them with a progress bar and its `--bad-lines` output). The columns
-    /// no view or rule reads are let go of first
-    /// ([`let_go_of_unread_columns`]).
-    pub fn rules_over(
-        &self,
-        catalog: &Catalog,
-        ingested: &mut Ingested,
-    ) -> Result<Report, AuditError> {
-        let_go_of_unread_columns(ingested, catalog);
-        block_on(audit_ingested(&self.config, catalog, ingested))
+    /// The rules over tables already opened. Loaded tables first let go
+    /// of the columns no view or rule reads ([`let_go_of_unread_columns`]).
+    pub fn run_on(&self, catalog: &Catalog, tables: &mut Tables) -> Result<Report, AuditError> {
+        if let Place::Loaded(ingested) = &mut tables.place {
+            let_go_of_unread_columns(ingested, catalog);
+        }
+        block_on(audit_tables(&self.config, catalog, tables))
     }
 }
 
@@ -240,19 +176,41 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
         .block_on(f)
 }
 
+/// Run the rules over `tables`, wherever they are.
+pub(crate) async fn audit_tables(
+    cfg: &AuditConfig,
+    catalog: &Catalog,
+    tables: &Tables,
+) -> Result<Report, AuditError> {
+    // The engine keeps to the tables' memory (a spill plan's limit).
+    let cfg = &AuditConfig {
+        reading: ReadingOptions {
+            memory: tables.memory.clone(),
+            ..cfg.reading.clone()
+        },
+        ..cfg.clone()
+    };
+    match &tables.place {
+        Place::Loaded(ingested) => audit_ingested(cfg, catalog, ingested, tables.inputs()).await,
+        Place::OnDisk(disk) => audit_parquet_inputs(cfg, catalog, &disk.files, tables).await,
+        Place::InPlace(files) => audit_parquet_inputs(cfg, catalog, files, tables).await,
+        #[cfg(feature = "cluster")]
+        Place::Cluster(c) => audit_cluster(cfg, catalog, c, tables).await,
+    }
+}
+
 /// Run the rules over tables already ingested.
-pub(crate) async fn audit_ingested(
+async fn audit_ingested(
     cfg: &AuditConfig,
     catalog: &Catalog,
     ingested: &Ingested,
+    inputs: Vec<InputSummary>,
 ) -> Result<Report, AuditError> {
     let mut catalog = catalog.clone();
     // `ev` as a table indexed by event type, with integer task keys,
     // unless a user view replaced it.
     let indexed = catalog.remove_embedded_view("ev");
     let ctx = loaded_session(cfg, &ingested.events, ingested, indexed)?;
-    let mut inputs = ingested.inputs.clone();
-    inputs.extend(ingested.skipped.iter().map(skipped_input));
     let later = LoadedReadings {
         cfg,
         ingested,
@@ -345,26 +303,16 @@ fn reduced_session(
 /// the files and nothing is loaded up front. The engine's memory limit
 /// bounds the query operators; the materialized views (per task, token or
 /// lifecycle event) are written as Parquet beside the spill files.
-pub(crate) async fn audit_in_place(
-    cfg: &AuditConfig,
-    catalog: &Catalog,
-) -> Result<Report, AuditError> {
-    let usage = |e: anyhow::Error| AuditError::Usage(format!("{e:#}"));
-    let files =
-        crate::ingest::in_place::scan_inputs(&cfg.inputs, cfg.allow_empty).map_err(usage)?;
-    audit_parquet_inputs(cfg, catalog, &files).await
-}
-
-/// `audit_in_place` of files already scanned.
-pub(crate) async fn audit_parquet_inputs(
+async fn audit_parquet_inputs(
     cfg: &AuditConfig,
     catalog: &Catalog,
     files: &crate::ingest::in_place::ParquetInputs,
+    tables: &Tables,
 ) -> Result<Report, AuditError> {
     let ctx = engine::session(&cfg.rule_engine_options())?;
     let dir = cfg.spill_dir_or_default();
     let views = Materialize::OnDisk(Arc::new(rules::ViewFiles::in_dir(dir)));
-    audit_files(cfg, catalog, &ctx, files, &views, None).await
+    audit_files(cfg, catalog, &ctx, files, tables, &views, None).await
 }
 
 /// Register `convert`'s files found by `scan_inputs` in `ctx` and audit them.
@@ -373,12 +321,13 @@ async fn audit_files(
     catalog: &Catalog,
     ctx: &SessionContext,
     files: &crate::ingest::in_place::ParquetInputs,
+    tables: &Tables,
     materialize: &Materialize,
     cluster: Option<&str>,
 ) -> Result<Report, AuditError> {
-    register_files(ctx, files, materialize).await?;
-    let mut inputs = files.inputs_as_read();
-    inputs.extend(files.skipped.iter().map(skipped_input));
+    crate::tables::register_files(ctx, files, materialize).await?;
+    // After the registration: repeats across convert runs counted once.
+    let inputs = tables.inputs();
     engine::register_settings(ctx, &cfg.rule_settings())?;
     let later = FileReadings {
         cfg,
@@ -386,26 +335,6 @@ async fn audit_files(
         cluster,
     };
     audit_session(cfg, catalog, ctx, inputs, materialize, &later).await
-}
-
-/// `convert`'s files registered in `ctx`; on a cluster, the kept rows of
-/// ids stored by more than one run are written to the audit's scratch
-/// place for the executors to read.
-pub async fn register_files(
-    ctx: &SessionContext,
-    files: &crate::ingest::in_place::ParquetInputs,
-    materialize: &Materialize,
-) -> datafusion::error::Result<()> {
-    use crate::ingest::in_place::register_tables_placing;
-    match materialize {
-        Materialize::OnCluster(scratch) => {
-            let place = |rows: &[datafusion::arrow::record_batch::RecordBatch]| {
-                scratch.write_rows("events_kept", rows)
-            };
-            register_tables_placing(ctx, files, Some(&place)).await
-        }
-        _ => register_tables_placing(ctx, files, None).await,
-    }
 }
 
 /// The readings of later versions of an audit of `convert`'s files (in
@@ -431,7 +360,11 @@ impl rules::readings::Sessions for FileReadings<'_> {
                 Some(url) => {
                     let failed = |e: anyhow::Error| DataFusionError::Execution(format!("{e:#}"));
                     let ctx = crate::cluster::connect(url).await.map_err(failed)?;
-                    (ctx, cluster_scratch(self.cfg).map_err(failed)?)
+                    let scratch = crate::cluster::scratch(
+                        self.cfg.reading.memory.spill_dir.as_deref(),
+                        &self.cfg.reading.inputs,
+                    );
+                    (ctx, scratch.map_err(failed)?)
                 }
                 _ => {
                     let ctx = engine::session(&self.cfg.rule_engine_options())?;
@@ -440,7 +373,7 @@ impl rules::readings::Sessions for FileReadings<'_> {
                     (ctx, views)
                 }
             };
-            register_files(&ctx, self.files, &materialize).await?;
+            crate::tables::register_files(&ctx, self.files, &materialize).await?;
             if let Some(all) = ctx.deregister_table("events")? {
                 ctx.register_table("events_every_version", all)?;
                 let view = rules::readings::swapped_view("events_every_version", swaps);
@@ -462,29 +395,39 @@ impl rules::readings::Sessions for FileReadings<'_> {
     }
 }
 
-/// Run the rules on a Ballista cluster (`df://HOST:PORT`) over Parquet
-/// written by `convert`; the report is assembled here. A run that has not
-/// finished after `timeout` is given up (`AuditError::Stalled`).
+/// Run the rules on a Ballista cluster over `convert`'s Parquet; the
+/// report is assembled here. A run that has not finished after the
+/// cluster's timeout is given up (`AuditError::Stalled`).
 #[cfg(feature = "cluster")]
-pub(crate) async fn audit_cluster(
+async fn audit_cluster(
     cfg: &AuditConfig,
     catalog: &Catalog,
-    url: &str,
-    timeout: std::time::Duration,
+    cluster: &crate::tables::OnCluster,
+    tables: &Tables,
 ) -> Result<Report, AuditError> {
     let usage = |e: anyhow::Error| AuditError::Usage(format!("{e:#}"));
-    crate::cluster::scheduler_address(url).map_err(AuditError::Usage)?;
-    let files = crate::cluster::scan_inputs(&cfg.inputs, cfg.allow_empty).map_err(usage)?;
-    let views = cluster_scratch(cfg).map_err(usage)?;
+    let url = cluster.url.as_str();
+    let views =
+        crate::cluster::scratch(cfg.reading.memory.spill_dir.as_deref(), &cfg.reading.inputs)
+            .map_err(usage)?;
     let run = async {
         let ctx = crate::cluster::connect(url).await.map_err(usage)?;
-        audit_files(cfg, catalog, &ctx, &files, &views, Some(url)).await
+        audit_files(
+            cfg,
+            catalog,
+            &ctx,
+            &cluster.files,
+            tables,
+            &views,
+            Some(url),
+        )
+        .await
     };
     let disturbed = |cause: &str| Disturbed {
         url: url.to_string(),
         cause: cause.chars().take(400).collect(),
     };
-    match within(url, timeout, run).await? {
+    match within(url, cluster.timeout, run).await? {
         Ok(report) => match report.rule_errors.iter().find(|(_, e)| disturbance(e)) {
             Some((rule, e)) => Err(disturbed(&format!("{rule}: {e}")).into()),
             None => Ok(report),
@@ -517,6 +460,15 @@ pub fn disturbance(error: &str) -> bool {
     SIGNS.iter().any(|sign| error.contains(sign))
 }
 
+impl From<crate::tables::TablesError> for AuditError {
+    fn from(e: crate::tables::TablesError) -> AuditError {
+        match e {
+            crate::tables::TablesError::Input(e) => AuditError::Input(e),
+            crate::tables::TablesError::Usage(e) => AuditError::Usage(e),
+        }
+    }
+}
+
 /// A cluster audit during which an executor was lost or a task failed.
 #[derive(Debug, thiserror::Error)]
 #[error(
@@ -528,56 +480,6 @@ pub fn disturbance(error: &str) -> bool {
 pub struct Disturbed {
     pub url: String,
     pub cause: String,
-}
-
-/// Where a cluster audit has the executors write the views it computes
-/// once: a temp directory in `--spill-dir`, or else in the first input
-/// (a directory, or a file's directory), on the shared storage. It is
-/// hidden, so no later scan of the inputs reads it, and removed when the
-/// audit ends, fails or is interrupted.
-#[cfg(feature = "cluster")]
-pub fn cluster_scratch(cfg: &AuditConfig) -> anyhow::Result<Materialize> {
-    use anyhow::Context;
-    use rules::Scratch;
-    if cfg.spill_dir.is_none()
-        && let Some(url) = cfg
-            .inputs
-            .first()
-            .and_then(|i| i.to_str())
-            .filter(|i| crate::ingest::remote::is_url(i))
-    {
-        let prefix = crate::ingest::remote::TempPrefix::near(url)
-            .map_err(|e| anyhow::anyhow!("cannot place the views beside {url}: {e}"))?;
-        return Ok(Materialize::OnCluster(Arc::new(Scratch::Objects(prefix))));
-    }
-    let parent = cluster_scratch_parent(cfg)?;
-    let dir = crate::signals::temp_dir_in(&parent).with_context(|| {
-        format!(
-            "cannot make a directory for the views in {} (choose one on storage every \
-             executor can write with --spill-dir)",
-            parent.display()
-        )
-    })?;
-    Ok(Materialize::OnCluster(Arc::new(Scratch::Dir(dir))))
-}
-
-/// The directory in which a cluster audit makes its views' directory.
-#[cfg(feature = "cluster")]
-pub fn cluster_scratch_parent(cfg: &AuditConfig) -> anyhow::Result<PathBuf> {
-    use anyhow::Context;
-    let parent = match (&cfg.spill_dir, cfg.inputs.first()) {
-        (Some(dir), _) => dir.clone(),
-        (None, Some(input)) if input.is_dir() => input.clone(),
-        (None, Some(input)) => input
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(std::path::Path::new("."))
-            .to_path_buf(),
-        (None, None) => anyhow::bail!("no inputs"),
-    };
-    // Executors open it by the path the client gives.
-    std::fs::canonicalize(&parent)
-        .with_context(|| format!("the views' directory {}", parent.display()))
 }
 
 /// `work` on the cluster at `url`, given up after `timeout`: on a cluster
@@ -623,16 +525,6 @@ fn humanize(d: &std::time::Duration) -> String {
     }
 }
 
-/// A path a walk skipped, as the reports list it among the inputs.
-pub fn skipped_input(s: &crate::ingest::inputs::Skipped) -> InputSummary {
-    InputSummary {
-        path: s.path.clone(),
-        format: "skipped".into(),
-        error: Some(s.reason.clone()),
-        ..Default::default()
-    }
-}
-
 /// The report's count of decision bases that name no event: read whatever
 /// rules run.
 const UNRESOLVED_BASES: &str = "SELECT count(*) FROM unresolved_basis";
@@ -647,7 +539,7 @@ async fn audit_session(
     materialize: &Materialize,
     later: &dyn rules::readings::Sessions,
 ) -> Result<Report, AuditError> {
-    let bar = crate::progress::rules_bar(cfg.progress, catalog.rules.len());
+    let bar = crate::progress::rules_bar(cfg.reading.notices == Notices::All, catalog.rules.len());
     let window = rules::Window {
         since: cfg.since,
         until: cfg.until,

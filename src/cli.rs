@@ -1,13 +1,14 @@
 //! The command line's definitions (clap derive): every subcommand and its
 //! options, the parsers of their values (sizes, instants, durations,
-//! severities) and the enums of their choices. `commands/` turns them
-//! into library calls; `config` fills in what a configuration file sets.
+//! severities) and the enums of their choices. `config` fills in what a
+//! configuration file sets; `translate` turns both into the library's
+//! options, which `commands/` hand to the library.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use hvaudit::finding::Severity;
-use hvaudit::options::{SpecMode, TokenFormat};
-use hvaudit::report::Format;
+use hvaudit::report::ReportFormat;
 use hvaudit::rule_cases::parse_horizon;
+pub use hvaudit::tables::memory::parse_size;
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -167,8 +168,8 @@ pub struct InputArgs {
     #[arg(long, value_name = "FILE")]
     pub bad_lines: Option<PathBuf>,
     /// Rejected lines listed per input in bad_lines and the report; the
-    /// rest are counted (default 1000; convert keeps every one).
-    #[arg(long, value_name = "N")]
+    /// rest are counted (the library's default; convert keeps every one).
+    #[arg(long, value_name = "N", help = max_bad_lines_help())]
     pub max_bad_lines: Option<usize>,
     /// Memory for the query engine (e.g. 2G); beyond it, it spills to disk.
     #[arg(long, value_parser = parse_size)]
@@ -188,8 +189,8 @@ pub struct AuditArgs {
     #[command(flatten)]
     pub input: InputArgs,
     /// Report format (parquet: one row per finding, to -o FILE or a pipe).
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
     /// Write the report here instead of stdout (a file is replaced
     /// atomically; `-` is stdout).
     #[arg(short, long, value_name = "FILE")]
@@ -462,15 +463,6 @@ pub enum TokenArg {
     Structured,
 }
 
-impl From<TokenArg> for TokenFormat {
-    fn from(t: TokenArg) -> Self {
-        match t {
-            TokenArg::Opaque => TokenFormat::Opaque,
-            TokenArg::Structured => TokenFormat::Structured,
-        }
-    }
-}
-
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpecArg {
     Auto,
@@ -478,16 +470,6 @@ pub enum SpecArg {
     V01,
     #[value(name = "0.2")]
     V02,
-}
-
-impl From<SpecArg> for SpecMode {
-    fn from(s: SpecArg) -> Self {
-        match s {
-            SpecArg::Auto => SpecMode::Auto,
-            SpecArg::V01 => SpecMode::V01,
-            SpecArg::V02 => SpecMode::V02,
-        }
-    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -513,30 +495,13 @@ fn existing_dir(s: &str) -> Result<PathBuf, String> {
     }
 }
 
-/// Sizes like 512K, 16M, 2G, 1.5G or a plain byte count.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size; use e.g. 512M or 2G"))?;
-    let mult = match unit
-        .trim()
-        .to_ascii_uppercase()
-        .trim_end_matches("IB")
-        .trim_end_matches('B')
-    {
-        "" => 1u64,
-        "K" => 1 << 10,
-        "M" => 1 << 20,
-        "G" => 1 << 30,
-        "T" => 1 << 40,
-        _ => return Err(format!("{s:?}: unknown unit; use K, M, G or T")),
-    };
-    Ok((n * mult as f64) as u64)
+/// `--max-bad-lines`'s help, with the library's default.
+fn max_bad_lines_help() -> String {
+    format!(
+        "Rejected lines listed per input in bad_lines and the report; the rest are counted \
+         (default {}; convert keeps every one)",
+        hvaudit::ingest::DEFAULT_MAX_BAD_LINES
+    )
 }
 
 /// A line cap: a size of at most 1G, so that a chunk's text column (a

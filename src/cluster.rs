@@ -82,7 +82,7 @@ fn state_with_json_functions() -> Result<datafusion::execution::SessionState> {
 /// scheduler lists the tables' objects and the executors read them.
 fn object_stores() -> Result<Arc<datafusion::execution::runtime_env::RuntimeEnv>> {
     datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
-        .with_object_store_registry(Arc::new(crate::ingest::remote::UrlStores::default()))
+        .with_object_store_registry(Arc::new(crate::ingest::object_storage::UrlStores::default()))
         .build_arc()
 }
 
@@ -307,7 +307,7 @@ pub async fn run_executor(opts: ExecutorOptions) -> anyhow::Result<()> {
             move |_| {
                 let mut runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
                     .with_object_store_registry(Arc::new(
-                        crate::ingest::remote::UrlStores::default(),
+                        crate::ingest::object_storage::UrlStores::default(),
                     ));
                 if let Some(dir) = &work_dir {
                     runtime = runtime.with_temp_file_path(dir.clone());
@@ -428,6 +428,59 @@ async fn wait_for_ports(ports: &[u16]) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Where a cluster run has the executors write the views it computes
+/// once: a temp directory in `spill_dir`, or else in the first input (a
+/// directory, or a file's directory), on the shared storage. It is hidden,
+/// so no later scan of the inputs reads it, and removed when the run ends,
+/// fails or is interrupted.
+pub fn scratch(
+    spill_dir: Option<&std::path::Path>,
+    inputs: &[PathBuf],
+) -> anyhow::Result<crate::rules::Materialize> {
+    use crate::rules::{Materialize, Scratch};
+    use anyhow::Context;
+    if spill_dir.is_none()
+        && let Some(url) = inputs
+            .first()
+            .and_then(|i| i.to_str())
+            .filter(|i| crate::ingest::object_storage::is_url(i))
+    {
+        let prefix = crate::ingest::object_storage::TempPrefix::near(url)
+            .map_err(|e| anyhow::anyhow!("cannot place the views beside {url}: {e}"))?;
+        return Ok(Materialize::OnCluster(Arc::new(Scratch::Objects(prefix))));
+    }
+    let parent = scratch_parent(spill_dir, inputs)?;
+    let dir = crate::signals::temp_dir_in(&parent).with_context(|| {
+        format!(
+            "cannot make a directory for the views in {} (choose one on storage every \
+             executor can write with --spill-dir)",
+            parent.display()
+        )
+    })?;
+    Ok(Materialize::OnCluster(Arc::new(Scratch::Dir(dir))))
+}
+
+/// The directory in which a cluster run makes its views' directory.
+pub fn scratch_parent(
+    spill_dir: Option<&std::path::Path>,
+    inputs: &[PathBuf],
+) -> anyhow::Result<PathBuf> {
+    use anyhow::Context;
+    let parent = match (spill_dir, inputs.first()) {
+        (Some(dir), _) => dir.to_path_buf(),
+        (None, Some(input)) if input.is_dir() => input.clone(),
+        (None, Some(input)) => input
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."))
+            .to_path_buf(),
+        (None, None) => anyhow::bail!("no inputs"),
+    };
+    // Executors open it by the path the client gives.
+    std::fs::canonicalize(&parent)
+        .with_context(|| format!("the views' directory {}", parent.display()))
 }
 
 #[cfg(test)]

@@ -310,7 +310,7 @@ fn input_dirs(inputs: &[PathBuf]) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     for p in inputs {
         let text = p.to_string_lossy();
-        if text == "-" || hvaudit::ingest::remote::is_url(&text) {
+        if text == "-" || hvaudit::ingest::object_storage::is_url(&text) {
             continue;
         }
         let dir = match std::fs::metadata(p) {
@@ -630,7 +630,7 @@ mod tests {
         assert_eq!(a.fail_on.0, Some(Severity::Low));
         assert_eq!(
             a.format,
-            hvaudit::report::Format::Json,
+            hvaudit::report::ReportFormat::Json,
             "the command line wins"
         );
         assert!(a.input.allow_empty);

@@ -5,7 +5,7 @@
 
 use crate::ingest::Ingested;
 use crate::ingest::schema::{BAD_LINES, EVENTS, EVIDENCE};
-use crate::options::{SpecMode, TokenFormat};
+use crate::protocol::{SpecMode, TokenFormat};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::ScalarValue;
@@ -28,12 +28,40 @@ pub const DEFAULT_DECISION_TYPES: [&str; 5] = [
     "compensation.requested",
 ];
 
+/// The query engine's memory.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryOptions {
+    /// Bytes for the query engine; beyond it, it spills to disk.
+    pub limit: Option<u64>,
+    /// Where spill files, the views computed in place and a log read to
+    /// disk go (default: the system temp directory).
+    pub spill_dir: Option<PathBuf>,
+    /// The memory this machine has available, when the caller knows
+    /// better than the system (None: `tables::memory::available`); without a
+    /// `limit`, a log whose loaded table would not fit it is read to disk.
+    pub available: Option<u64>,
+}
+
+impl MemoryOptions {
+    /// `spill_dir`, else the system temp directory.
+    pub fn spill_dir_or_default(&self) -> PathBuf {
+        self.spill_dir.clone().unwrap_or_else(std::env::temp_dir)
+    }
+
+    /// The engine's settings (partitions: one per core).
+    pub fn engine(&self) -> EngineOptions {
+        EngineOptions {
+            memory: self.clone(),
+            partitions: None,
+        }
+    }
+}
+
 /// Session-wide settings.
 #[derive(Debug, Clone, Default)]
 pub struct EngineOptions {
-    /// Memory pool size in bytes; beyond it operators spill to disk.
-    pub memory_limit: Option<usize>,
-    pub spill_dir: Option<PathBuf>,
+    /// The memory pool's size and where operators spill beyond it.
+    pub memory: MemoryOptions,
     /// Partitions per query; by default one per core.
     pub partitions: Option<usize>,
 }
@@ -51,11 +79,11 @@ pub struct RuleSettings {
 pub fn session(opts: &EngineOptions) -> Result<SessionContext> {
     // s3://, gs://, az:// and https:// tables (`--in-place` over objects).
     let mut runtime = RuntimeEnvBuilder::new()
-        .with_object_store_registry(Arc::new(crate::ingest::remote::UrlStores::default()));
-    if let Some(limit) = opts.memory_limit {
-        runtime = runtime.with_memory_limit(limit, 1.0);
+        .with_object_store_registry(Arc::new(crate::ingest::object_storage::UrlStores::default()));
+    if let Some(limit) = opts.memory.limit {
+        runtime = runtime.with_memory_limit(usize::try_from(limit).unwrap_or(usize::MAX), 1.0);
     }
-    if let Some(dir) = &opts.spill_dir {
+    if let Some(dir) = &opts.memory.spill_dir {
         runtime = runtime.with_temp_file_path(dir.clone());
     }
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());

@@ -299,7 +299,7 @@ pub(crate) struct RuleLabel {
 }
 
 /// One rule row: what the rule said and which events it cites.
-pub(crate) struct Row {
+pub(crate) struct FindingRow {
     /// Index into the rule labels (whose order is the rule ids' order).
     pub rule: u32,
     pub severity: Severity,
@@ -315,15 +315,15 @@ pub(crate) struct Row {
     first: Option<i64>,
 }
 
-impl Row {
+impl FindingRow {
     pub fn new(
         rule: u32,
         severity: Severity,
         task_id: Option<Arc<str>>,
         message: Box<str>,
         seqs: Box<[i64]>,
-    ) -> Row {
-        Row {
+    ) -> FindingRow {
+        FindingRow {
             rule,
             severity,
             task_id,
@@ -340,7 +340,7 @@ impl Row {
 /// Rule rows with the places they cite, sorted in report order.
 pub(crate) struct Compact {
     rules: Vec<RuleLabel>,
-    rows: Vec<Row>,
+    rows: Vec<FindingRow>,
     places: Places,
     /// Rows left out for lying outside the `--since`/`--until` window.
     pub outside_window: u64,
@@ -353,7 +353,7 @@ impl Compact {
     /// window), and sort.
     pub fn new(
         rules: Vec<RuleLabel>,
-        mut rows: Vec<Row>,
+        mut rows: Vec<FindingRow>,
         mut places: Places,
         since: Option<DateTime<Utc>>,
         until: Option<DateTime<Utc>>,
@@ -379,7 +379,7 @@ impl Compact {
             !outside.contains(&(index - 1))
         });
         // Finding::sort_key, with the fingerprint's number for its hex text.
-        let first = |r: &Row| {
+        let first = |r: &FindingRow| {
             r.first
                 .and_then(|s| places.get(s))
                 .map(|p| (&p.file, p.line))
@@ -410,11 +410,11 @@ impl Compact {
         }
     }
 
-    fn found(&self, r: &Row) -> Vec<&Place> {
+    fn found(&self, r: &FindingRow) -> Vec<&Place> {
         r.seqs.iter().filter_map(|s| self.places.get(*s)).collect()
     }
 
-    fn key<'a>(&'a self, r: &'a Row) -> FindingKey<'a> {
+    fn key<'a>(&'a self, r: &'a FindingRow) -> FindingKey<'a> {
         let label = &self.rules[r.rule as usize];
         let first = r.first.and_then(|s| self.places.get(s));
         FindingKey {
@@ -430,7 +430,7 @@ impl Compact {
         }
     }
 
-    fn finding(&self, r: &Row) -> Finding {
+    fn finding(&self, r: &FindingRow) -> Finding {
         let label = &self.rules[r.rule as usize];
         let found = self.found(r);
         let event_ids = distinct_ids(&found)
@@ -582,8 +582,8 @@ mod tests {
             .collect()
     }
 
-    fn row(rule: u32, severity: Severity, seqs: &[i64]) -> Row {
-        Row::new(rule, severity, None, "m".into(), seqs.into())
+    fn row(rule: u32, severity: Severity, seqs: &[i64]) -> FindingRow {
+        FindingRow::new(rule, severity, None, "m".into(), seqs.into())
     }
 
     /// Compares like a number and counts every comparison.

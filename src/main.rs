@@ -1,10 +1,12 @@
 //! The hvaudit binary: parse the command line and the configuration file
 //! (`cli`, `config`), set the process up (the allocator's page purging,
 //! the object stores' endpoint), run one subcommand (`commands`, a file
-//! each, over the hvaudit library), and map the outcome to an exit code
-//! (0 clean, 1 findings at or above --fail-on, 2 usage or input error).
+//! each: the arguments translated into the library's options by
+//! `translate`, the library called, its result rendered), and map the
+//! outcome to an exit code (0 clean, 1 findings at or above --fail-on, 2
+//! usage or input error).
 //!
-//! These three modules are the binary's own, not the library's: the
+//! These four modules are the binary's own, not the library's: the
 //! compiler then reports whatever in them nothing uses.
 
 use cli::Command;
@@ -13,6 +15,7 @@ use std::process::ExitCode;
 mod cli;
 mod commands;
 mod config;
+mod translate;
 
 // Arrow allocates many large buffers; mimalloc reuses freed pages instead of
 // returning them to the kernel and faulting fresh zeroed ones back in. It is
@@ -51,7 +54,7 @@ fn main() -> ExitCode {
         unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
     }
     if let Some(input) = cli.input() {
-        hvaudit::ingest::remote::configure(hvaudit::ingest::remote::StoreOptions {
+        hvaudit::ingest::object_storage::configure(hvaudit::ingest::object_storage::StoreOptions {
             endpoint: input.endpoint.clone(),
         });
     }

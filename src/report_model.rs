@@ -27,7 +27,8 @@ fn is_zero(n: &u64) -> bool {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InputSummary {
     pub path: String,
-    /// "ndjson", "ndjson.gz", "ndjson.zst" or "parquet".
+    /// As read: "ndjson", "ndjson.gz", "ndjson.zst" or "parquet"; "skipped"
+    /// for a path a walk passed over (`error` says why).
     pub format: String,
     pub bytes: u64,
     /// Non-blank lines (rows for Parquet) read.

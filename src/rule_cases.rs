@@ -21,7 +21,7 @@
 //! rule stays silent on that log (a legal look-alike).
 
 use crate::audit::{Audit, AuditConfig};
-use crate::options::{SpecMode, TokenFormat};
+use crate::protocol::{SpecMode, TokenFormat};
 use crate::report_model::Report;
 use std::path::{Path, PathBuf};
 
@@ -151,12 +151,11 @@ pub fn run(case: &Case, rules_dir: &Path, bless: bool) -> Result<Outcome, String
         .filter(|l| l.starts_with('#'))
         .collect();
     let mut cfg = AuditConfig {
-        inputs: vec![case.log.clone()],
         rules_dir: Some(rules_dir.to_path_buf()),
         rules_glob: Some(glob::Pattern::escape(&case.rule)),
-        allow_empty: true,
-        ..Default::default()
+        ..AuditConfig::of(vec![case.log.clone()])
     };
+    cfg.reading.ingest.allow_empty = true;
     for line in &comments {
         if let Some(words) = line.strip_prefix(OPTIONS) {
             apply_options(&mut cfg, words)
@@ -218,7 +217,7 @@ fn apply_options(cfg: &mut AuditConfig, words: &str) -> Result<(), String> {
                 }
             }
             "--token-format" => {
-                cfg.token_format = match value()? {
+                cfg.reading.ingest.token_format = match value()? {
                     "opaque" => TokenFormat::Opaque,
                     "structured" => TokenFormat::Structured,
                     other => {
@@ -301,7 +300,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(cfg.spec, SpecMode::V01);
-        assert_eq!(cfg.token_format, TokenFormat::Structured);
+        assert_eq!(cfg.reading.ingest.token_format, TokenFormat::Structured);
         assert_eq!(cfg.horizon_ms, Some(30_000));
         assert_eq!(cfg.decision_types.unwrap(), ["a.b", "c.d"]);
         let bad = apply_options(&mut AuditConfig::default(), "--rules x").unwrap_err();

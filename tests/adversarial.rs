@@ -8,8 +8,8 @@ use crate::common::hvaudit;
 use crate::ingest::{ev, query, upstream};
 use hvaudit::audit::{Audit, AuditConfig};
 use hvaudit::ingest::{IngestOptions, Ingested, ingest};
-use hvaudit::options::TokenFormat;
-use hvaudit::report::{Format, render};
+use hvaudit::protocol::TokenFormat;
+use hvaudit::report::{ReportFormat, render};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -159,11 +159,11 @@ fn numbered(prefix: &str, n: usize) -> Vec<u8> {
     out
 }
 
-const ALL_FORMATS: [Format; 6] = [
-    Format::Text,
-    Format::Json,
-    Format::Jsonl,
-    Format::Markdown,
-    Format::Html,
-    Format::Sarif,
+const ALL_FORMATS: [ReportFormat; 6] = [
+    ReportFormat::Text,
+    ReportFormat::Json,
+    ReportFormat::Jsonl,
+    ReportFormat::Markdown,
+    ReportFormat::Html,
+    ReportFormat::Sarif,
 ];

@@ -17,8 +17,8 @@ use hvaudit::Severity;
 use hvaudit::audit::{Audit, AuditConfig};
 use hvaudit::gate::GateOptions;
 use hvaudit::ingest::{IngestOptions, ingest};
-use hvaudit::replay::{ReplayFormat, ReplayRequest, Scope, replay};
-use hvaudit::report::{Format, Provenance, RenderOptions, render, render_with};
+use hvaudit::replay::{ReplayFormat, ReplayRequest, Scope};
+use hvaudit::report::{Provenance, RenderOptions, ReportFormat, render, render_with};
 use serde_json::Value;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -69,10 +69,7 @@ fn sample_dir() -> PathBuf {
 fn audited() -> &'static (PathBuf, Value) {
     static AUDIT: OnceLock<(PathBuf, Value)> = OnceLock::new();
     AUDIT.get_or_init(|| {
-        let cfg = AuditConfig {
-            inputs: vec![sample_dir()],
-            ..Default::default()
-        };
+        let cfg = AuditConfig::of(vec![sample_dir()]);
         let mut report = Audit::new(cfg.clone()).run().expect("the sample audits");
         // The CLI's default gate, so the header has a verdict to show.
         let gate = GateOptions {
@@ -94,10 +91,10 @@ fn audited() -> &'static (PathBuf, Value) {
             ..Default::default()
         };
         let mut page = Vec::new();
-        render_with(&report, Format::Html, &opts, &mut page).unwrap();
+        render_with(&report, ReportFormat::Html, &opts, &mut page).unwrap();
         std::fs::write(&html, page).unwrap();
         let mut json = Vec::new();
-        render(&report, Format::Json, &mut json).unwrap();
+        render(&report, ReportFormat::Json, &mut json).unwrap();
         (html, serde_json::from_slice(&json).unwrap())
     })
 }
@@ -408,19 +405,18 @@ fn screenshot_and_print_for_a_write_up() {
 fn replayed() -> &'static PathBuf {
     static PAGE: OnceLock<PathBuf> = OnceLock::new();
     PAGE.get_or_init(|| {
-        let cfg = AuditConfig {
-            inputs: vec![sample_dir()],
-            ..Default::default()
-        };
-        let ingested = ingest(&cfg.inputs, &IngestOptions::default()).expect("sample ingests");
+        let cfg = AuditConfig::of(vec![sample_dir()]);
+        let ingested =
+            ingest(&cfg.reading.inputs, &IngestOptions::default()).expect("sample ingests");
         let request = ReplayRequest {
             scope: Scope::Task("task_223151fd620b0074".into()),
             at: chrono::DateTime::parse_from_rfc3339("2026-07-14T08:00:08.500Z")
                 .ok()
                 .map(|t| t.to_utc()),
         };
-        let r = replay(&cfg, hvaudit::replay::Tables::Loaded(&ingested), &request)
-            .expect("the replay builds");
+        let r =
+            hvaudit::replay::replay_on(&cfg, &hvaudit::tables::Tables::loaded(ingested), &request)
+                .expect("the replay builds");
         let page = artifacts().join("replay.html");
         let mut out = Vec::new();
         hvaudit::replay::render(&r, ReplayFormat::Html, &mut out).unwrap();

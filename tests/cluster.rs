@@ -5,13 +5,14 @@
 use crate::common::{hvaudit, sql_csv, synth_log};
 use crate::forced_plans::{FORCED, audit_json, log_and_parquet};
 use hvaudit::Report;
-use hvaudit::audit::{Audit, AuditConfig, Mode};
+use hvaudit::audit::{Audit, AuditConfig};
+use hvaudit::tables::Location;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
 /// One cluster for the whole module: a runtime whose worker threads keep
 /// serving while the tests (and the CLI processes they start) use it.
-static CLUSTER: LazyLock<(tokio::runtime::Runtime, String)> = LazyLock::new(|| {
+pub(crate) static CLUSTER: LazyLock<(tokio::runtime::Runtime, String)> = LazyLock::new(|| {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
         .enable_all()
@@ -37,26 +38,19 @@ fn convert(inputs: &[&Path], out: &Path, shard: u16) {
 }
 
 fn local(dir: &Path) -> Report {
-    Audit::new(AuditConfig {
-        inputs: vec![dir.to_path_buf()],
-        ..Default::default()
-    })
-    .run()
-    .expect("local audit runs")
+    Audit::new(AuditConfig::of(vec![dir.to_path_buf()]))
+        .run()
+        .expect("local audit runs")
 }
 
 fn on_cluster(dir: &Path) -> Result<Report, hvaudit::audit::AuditError> {
-    let cfg = AuditConfig {
-        inputs: vec![dir.to_path_buf()],
-        ..Default::default()
-    };
+    let mut cfg = AuditConfig::of(vec![dir.to_path_buf()]);
     let url = CLUSTER.1.clone();
-    Audit::new(cfg)
-        .mode(Mode::Cluster {
-            url,
-            timeout: DEADLINE,
-        })
-        .run()
+    cfg.reading.location = Location::Cluster {
+        url,
+        timeout: DEADLINE,
+    };
+    Audit::new(cfg).run()
 }
 
 /// Far above the few seconds each cluster run takes on a loaded machine (a
@@ -77,7 +71,7 @@ fn assert_same(local: &Report, cluster: &Report) {
     // The whole JSON report: inputs, accounting, span, histogram, counts.
     let json = |r: &Report| {
         let mut out = Vec::new();
-        hvaudit::report::render(r, hvaudit::report::Format::Json, &mut out).unwrap();
+        hvaudit::report::render(r, hvaudit::report::ReportFormat::Json, &mut out).unwrap();
         String::from_utf8(out).unwrap()
     };
     assert_eq!(json(local), json(cluster));

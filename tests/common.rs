@@ -102,10 +102,7 @@ pub fn audit_lines(lines: &[String], tweak: impl FnOnce(&mut AuditConfig)) -> Re
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("log.ndjson");
     std::fs::write(&path, lines.join("\n") + "\n").expect("write log");
-    let mut cfg = AuditConfig {
-        inputs: vec![path],
-        ..Default::default()
-    };
+    let mut cfg = AuditConfig::of(vec![path]);
     tweak(&mut cfg);
     Audit::new(cfg.clone()).run().expect("audit runs")
 }

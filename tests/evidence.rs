@@ -102,6 +102,52 @@ fn two_ids_with_one_hash_are_two_events() {
     let t = r.totals();
     assert_eq!((t.events, t.conflicting_copies, t.redeliveries), (3, 0, 0));
     assert!(!rules(&r).contains(&"integrity.conflicting_duplicate".to_string()));
+    // After convert, in place: the same.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.ndjson");
+    std::fs::write(&path, log.join("\n") + "\n").unwrap();
+    let parquet = dir.path().join("parquet");
+    hvaudit()
+        .args(["convert", "-q", "-o"])
+        .arg(&parquet)
+        .arg(&path)
+        .assert()
+        .success();
+    let out = hvaudit()
+        .args([
+            "audit",
+            "-q",
+            "--in-place",
+            "--format",
+            "json",
+            "--fail-on",
+            "none",
+        ])
+        .arg(&parquet)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let found: Vec<(&str, Vec<&str>)> = (report["findings"].as_array().unwrap().iter())
+        .map(|f| {
+            let ids = f["event_ids"].as_array().unwrap();
+            (
+                f["rule"].as_str().unwrap(),
+                ids.iter().map(|i| i.as_str().unwrap()).collect(),
+            )
+        })
+        .collect();
+    assert!(
+        found
+            .iter()
+            .any(|(rule, ids)| *rule == "token.replayed" && ids.contains(&intruder.as_str())),
+        "{found:?}"
+    );
+    assert!(
+        !found
+            .iter()
+            .any(|(rule, _)| *rule == "integrity.conflicting_duplicate")
+    );
+    assert_eq!(report["accounting"]["events"], 3);
 }
 
 /// Two lines of one id whose text hashes alike but whose content differs
@@ -236,6 +282,43 @@ fn forged_earlier_copies_shadow_no_finding_of_any_family() {
         );
     }
     assert_eq!(after.totals().conflicting_copies, forged.len() as u64);
+    // The same from convert's Parquet, in place and on the cluster.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("attacked.ndjson");
+    std::fs::write(&log, attacked.join("\n") + "\n").unwrap();
+    let parquet = dir.path().join("parquet");
+    hvaudit()
+        .args(["convert", "-q", "-o"])
+        .arg(&parquet)
+        .arg(&log)
+        .assert()
+        .success();
+    let mut modes = vec![vec!["--in-place".to_string()]];
+    #[cfg(feature = "cluster")]
+    modes.push(vec!["--cluster".into(), crate::cluster::CLUSTER.1.clone()]);
+    for extra in modes {
+        let out = hvaudit()
+            .args(["audit", "-q", "--format", "json", "--fail-on", "none"])
+            .args(&extra)
+            .arg(&parquet)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let found: BTreeSet<(String, String)> = (report["findings"].as_array().unwrap().iter())
+            .map(|f| {
+                (
+                    f["rule"].as_str().unwrap().into(),
+                    f["fingerprint"].as_str().unwrap().into(),
+                )
+            })
+            .collect();
+        assert_eq!(found, kept, "{extra:?}");
+    }
 }
 
 /// A forged event dated 2001 that a finding cites does not take it out of
@@ -458,7 +541,7 @@ fn sixteen_thousand_versions_of_one_id_are_one_critical_finding() {
 }
 
 /// A redelivery whose copies land in two `convert` runs (shards) collapses
-/// as in one file, loaded and in place.
+/// as in one file, loaded, in place and on the in-process cluster.
 #[test]
 fn a_redelivery_split_across_shards_collapses_as_in_one_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -512,6 +595,11 @@ fn a_redelivery_split_across_shards_collapses_as_in_one_file() {
     let expected = report(&whole, &[]);
     assert_eq!(report(&shards, &[]), expected, "loaded");
     assert_eq!(report(&shards, &["--in-place"]), expected, "in place");
+    #[cfg(feature = "cluster")]
+    {
+        let url = &crate::cluster::CLUSTER.1;
+        assert_eq!(report(&shards, &["--cluster", url]), expected, "cluster");
+    }
 }
 
 /// The readings of later versions run over a neighbourhood of the

@@ -85,10 +85,7 @@ fn names(f: &hvaudit::Finding, what: &str) -> bool {
 fn upstream_fixtures_give_the_outcome_of_spec_notes_section_9() {
     for dir in ["harmovela-0.2/fixtures", "aep-0.1/fixtures"] {
         for (name, path) in fixtures(dir) {
-            let cfg = AuditConfig {
-                inputs: vec![path.clone()],
-                ..Default::default()
-            };
+            let cfg = AuditConfig::of(vec![path.clone()]);
             let report = Audit::new(cfg.clone()).run().expect("audit runs");
             assert!(
                 report.rule_errors.is_empty(),

@@ -497,7 +497,7 @@ fn structured_tokens_are_decoded_only_when_asked() {
     );
     assert_eq!((r[0]["n"].as_i64(), r[0]["m"].as_i64()), (Some(0), Some(0)));
     let opts = IngestOptions {
-        token_format: hvaudit::options::TokenFormat::Structured,
+        token_format: hvaudit::protocol::TokenFormat::Structured,
         ..Default::default()
     };
     let structured = ingest(&[f], &opts).unwrap();

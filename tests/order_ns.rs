@@ -10,7 +10,8 @@
 
 use crate::common::hvaudit;
 use hvaudit::Report;
-use hvaudit::audit::{Audit, AuditConfig, Mode};
+use hvaudit::audit::{Audit, AuditConfig};
+use hvaudit::tables::Location;
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -263,31 +264,27 @@ pub fn log_and_parquet(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     (log_path, parquet)
 }
 
-fn audit(input: &Path, mode: Mode) -> Report {
-    Audit::new(AuditConfig {
-        inputs: vec![input.to_path_buf()],
-        ..Default::default()
-    })
-    .mode(mode)
-    .run()
-    .expect("audit runs")
+fn audit(input: &Path, location: Location) -> Report {
+    let mut cfg = AuditConfig::of(vec![input.to_path_buf()]);
+    cfg.reading.location = location;
+    Audit::new(cfg).run().expect("audit runs")
 }
 
 #[test]
 fn a_nanosecond_decides_the_order_loaded_in_place_and_from_parquet() {
     let dir = tempfile::tempdir().unwrap();
     let (log_path, parquet) = log_and_parquet(dir.path());
-    let loaded = findings(&audit(&log_path, Mode::Loaded));
+    let loaded = findings(&audit(&log_path, Location::BySize));
     assert_eq!(loaded, expected());
-    assert_eq!(findings(&audit(&parquet, Mode::Loaded)), expected());
-    assert_eq!(findings(&audit(&parquet, Mode::InPlace)), expected());
+    assert_eq!(findings(&audit(&parquet, Location::BySize)), expected());
+    assert_eq!(findings(&audit(&parquet, Location::InPlace)), expected());
 }
 
 #[test]
 fn messages_still_show_milliseconds() {
     let dir = tempfile::tempdir().unwrap();
     let (log_path, _) = log_and_parquet(dir.path());
-    let report = audit(&log_path, Mode::Loaded);
+    let report = audit(&log_path, Location::BySize);
     let late = report
         .findings
         .iter()
@@ -395,7 +392,7 @@ fn token_claims_compare_to_the_nanosecond() {
     })
     .collect();
     let report = crate::common::audit_lines(&log, |c| {
-        c.token_format = hvaudit::options::TokenFormat::Structured
+        c.reading.ingest.token_format = hvaudit::protocol::TokenFormat::Structured
     });
     assert!(report.rule_errors.is_empty(), "{:?}", report.rule_errors);
     let mut failed: Vec<(String, String)> = report
@@ -421,19 +418,17 @@ fn token_claims_compare_to_the_nanosecond() {
 #[test]
 fn replay_orders_its_timeline_to_the_nanosecond() {
     use hvaudit::ingest::{IngestOptions, ingest};
-    use hvaudit::replay::{ReplayRequest, Scope, Tables, replay};
+    use hvaudit::replay::{ReplayRequest, Scope, replay_on};
+    use hvaudit::tables::Tables;
     let dir = tempfile::tempdir().unwrap();
     let (log_path, _) = log_and_parquet(dir.path());
-    let cfg = AuditConfig {
-        inputs: vec![log_path],
-        ..Default::default()
-    };
-    let ingested = ingest(&cfg.inputs, &IngestOptions::default()).unwrap();
+    let cfg = AuditConfig::of(vec![log_path]);
+    let ingested = ingest(&cfg.reading.inputs, &IngestOptions::default()).unwrap();
     let request = ReplayRequest {
         scope: Scope::Task("a2_p".into()),
         at: None,
     };
-    let r = replay(&cfg, Tables::Loaded(&ingested), &request).unwrap();
+    let r = replay_on(&cfg, &Tables::loaded(ingested), &request).unwrap();
     let ends: Vec<&str> = r
         .timeline
         .iter()

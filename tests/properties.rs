@@ -129,12 +129,7 @@ fn split(dir: &Path, lines: &[Vec<u8>], split: &Split) -> Vec<PathBuf> {
 }
 
 fn findings(inputs: Vec<PathBuf>) -> Vec<Key> {
-    let report = Audit::new(AuditConfig {
-        inputs: inputs.clone(),
-        ..Default::default()
-    })
-    .run()
-    .unwrap();
+    let report = Audit::new(AuditConfig::of(inputs.clone())).run().unwrap();
     assert!(report.rule_errors.is_empty(), "{:?}", report.rule_errors);
     let mut keys: Vec<Key> = report
         .findings

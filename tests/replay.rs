@@ -5,11 +5,11 @@
 use crate::common::hvaudit;
 use chrono::{DateTime, Utc};
 use hvaudit::audit::AuditConfig;
-use hvaudit::ingest::{IngestOptions, Ingested, ingest};
+use hvaudit::ingest::{IngestOptions, ingest};
 use hvaudit::replay::{
-    EventKind, Replay, ReplayError, ReplayFormat, ReplayRequest, Role, Scope, Tables, render,
-    replay,
+    EventKind, Replay, ReplayError, ReplayFormat, ReplayRequest, Role, Scope, render, replay_on,
 };
+use hvaudit::tables::Tables;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -19,15 +19,13 @@ fn sample_dir() -> PathBuf {
 }
 
 /// The sample ingested once for every test here.
-fn sample() -> &'static (AuditConfig, Ingested) {
-    static SAMPLE: OnceLock<(AuditConfig, Ingested)> = OnceLock::new();
+fn sample() -> &'static (AuditConfig, Tables) {
+    static SAMPLE: OnceLock<(AuditConfig, Tables)> = OnceLock::new();
     SAMPLE.get_or_init(|| {
-        let cfg = AuditConfig {
-            inputs: vec![sample_dir()],
-            ..Default::default()
-        };
-        let ingested = ingest(&cfg.inputs, &IngestOptions::default()).expect("sample ingests");
-        (cfg, ingested)
+        let cfg = AuditConfig::of(vec![sample_dir()]);
+        let ingested =
+            ingest(&cfg.reading.inputs, &IngestOptions::default()).expect("sample ingests");
+        (cfg, Tables::loaded(ingested))
     })
 }
 
@@ -36,12 +34,12 @@ fn at(s: &str) -> DateTime<Utc> {
 }
 
 fn replay_task(task: &str, instant: Option<&str>) -> Replay {
-    let (cfg, ingested) = sample();
+    let (cfg, tables) = sample();
     let request = ReplayRequest {
         scope: Scope::Task(task.into()),
         at: instant.map(at),
     };
-    replay(cfg, Tables::Loaded(ingested), &request).expect("replay builds")
+    replay_on(cfg, tables, &request).expect("replay builds")
 }
 
 fn state<'a>(r: &'a Replay, task: &str) -> &'a str {
@@ -208,12 +206,12 @@ fn a_deep_tree_from_the_middle_has_ancestors_and_descendants() {
 
 #[test]
 fn a_session_replays_every_task_in_it() {
-    let (cfg, ingested) = sample();
+    let (cfg, tables) = sample();
     let request = ReplayRequest {
         scope: Scope::Session("sess_ac2ef6e0d071963c".into()),
         at: None,
     };
-    let r = replay(cfg, Tables::Loaded(ingested), &request).unwrap();
+    let r = replay_on(cfg, tables, &request).unwrap();
     let tasks: Vec<&str> = r.tasks.iter().map(|t| t.task_id.as_str()).collect();
     assert_eq!(tasks, vec![PARENT, CHILD]);
     assert!(r.tasks.iter().all(|t| t.role == Role::Member));
@@ -228,13 +226,13 @@ fn a_session_replays_every_task_in_it() {
 
 #[test]
 fn unknown_ids_are_errors() {
-    let (cfg, ingested) = sample();
+    let (cfg, tables) = sample();
     for scope in [
         Scope::Task("task_nope".into()),
         Scope::Session("sess_nope".into()),
     ] {
         let request = ReplayRequest { scope, at: None };
-        let err = replay(cfg, Tables::Loaded(ingested), &request).unwrap_err();
+        let err = replay_on(cfg, tables, &request).unwrap_err();
         assert!(matches!(err, ReplayError::Unknown { .. }), "{err}");
     }
 }
@@ -277,14 +275,11 @@ fn replay_lines(lines: &[String], scope: Scope) -> Result<Replay, ReplayError> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("log.ndjson");
     std::fs::write(&path, lines.join("\n") + "\n").unwrap();
-    let cfg = AuditConfig {
-        inputs: vec![path],
-        ..Default::default()
-    };
-    let ingested = ingest(&cfg.inputs, &IngestOptions::default()).unwrap();
-    replay(
+    let cfg = AuditConfig::of(vec![path]);
+    let ingested = ingest(&cfg.reading.inputs, &IngestOptions::default()).unwrap();
+    replay_on(
         &cfg,
-        Tables::Loaded(&ingested),
+        &Tables::loaded(ingested),
         &ReplayRequest { scope, at: None },
     )
 }

@@ -5,7 +5,8 @@ use crate::common::hvaudit;
 use chrono::{DateTime, TimeZone, Utc};
 use hvaudit::finding::{BaselineState, Suppression, TimelineEntry};
 use hvaudit::report::{
-    Configuration, Format, Provenance, RenderOptions, TextOptions, render, render_text, render_with,
+    Configuration, Provenance, RenderOptions, ReportFormat, TextOptions, render, render_text,
+    render_with,
 };
 use hvaudit::report_model::{BaselineUsed, EntryUse, Gate, Span, SuppressionsUsed, TimeBucket};
 use hvaudit::{Finding, InputSummary, Location, Report, RuleMeta, Severity};
@@ -275,37 +276,37 @@ fn hostile() -> Report {
     r
 }
 
-fn render_to_string(report: &Report, format: Format) -> String {
+fn render_to_string(report: &Report, format: ReportFormat) -> String {
     let mut out = Vec::new();
     render(report, format, &mut out).expect("render");
     String::from_utf8(out).expect("utf-8 output")
 }
 
-const ALL: [Format; 7] = [
-    Format::Text,
-    Format::Json,
-    Format::Jsonl,
-    Format::Markdown,
-    Format::Html,
-    Format::Sarif,
-    Format::Junit,
+const ALL: [ReportFormat; 7] = [
+    ReportFormat::Text,
+    ReportFormat::Json,
+    ReportFormat::Jsonl,
+    ReportFormat::Markdown,
+    ReportFormat::Html,
+    ReportFormat::Sarif,
+    ReportFormat::Junit,
 ];
 
 #[test]
 fn format_names_parse_and_errors_list_choices() {
     for (name, f) in [
-        ("text", Format::Text),
-        ("JSON", Format::Json),
-        ("jsonl", Format::Jsonl),
-        ("md", Format::Markdown),
-        ("markdown", Format::Markdown),
-        ("html", Format::Html),
-        ("sarif", Format::Sarif),
-        ("junit", Format::Junit),
+        ("text", ReportFormat::Text),
+        ("JSON", ReportFormat::Json),
+        ("jsonl", ReportFormat::Jsonl),
+        ("md", ReportFormat::Markdown),
+        ("markdown", ReportFormat::Markdown),
+        ("html", ReportFormat::Html),
+        ("sarif", ReportFormat::Sarif),
+        ("junit", ReportFormat::Junit),
     ] {
-        assert_eq!(name.parse::<Format>().unwrap(), f);
+        assert_eq!(name.parse::<ReportFormat>().unwrap(), f);
     }
-    let err = "xml".parse::<Format>().unwrap_err();
+    let err = "xml".parse::<ReportFormat>().unwrap_err();
     assert!(
         err.contains("'xml'") && err.contains("sarif") && err.contains("markdown"),
         "{err}"
@@ -325,7 +326,7 @@ fn every_format_renders_deterministically() {
 
 #[test]
 fn json_is_one_object_with_counts_and_accounting() {
-    let out = render_to_string(&hostile(), Format::Json);
+    let out = render_to_string(&hostile(), ReportFormat::Json);
     assert!(out.ends_with("}\n"));
     let v: Value = serde_json::from_str(&out).expect("one JSON value");
     for key in [
@@ -398,7 +399,7 @@ fn json_is_one_object_with_counts_and_accounting() {
 #[test]
 fn jsonl_is_one_finding_a_line() {
     let r = hostile();
-    let out = render_to_string(&r, Format::Jsonl);
+    let out = render_to_string(&r, ReportFormat::Jsonl);
     let lines: Vec<&str> = out.lines().collect();
     let absent = &r.gate.baseline.as_ref().unwrap().absent;
     assert_eq!(lines.len(), r.findings.len() + absent.len());
@@ -418,7 +419,7 @@ fn jsonl_is_one_finding_a_line() {
 #[test]
 fn text_has_no_control_codes_from_the_log() {
     let r = hostile();
-    let out = render_to_string(&r, Format::Text);
+    let out = render_to_string(&r, ReportFormat::Text);
     assert!(!out.contains('\x1b') && !out.contains('\x07') && !out.contains('\u{9b}'));
     assert!(!out.contains('\u{202e}'));
     assert!(
@@ -454,7 +455,7 @@ fn text_has_no_control_codes_from_the_log() {
 
 #[test]
 fn markdown_escapes_log_values() {
-    let out = render_to_string(&hostile(), Format::Markdown);
+    let out = render_to_string(&hostile(), ReportFormat::Markdown);
     assert!(!out.contains("<script") && !out.contains("</style") && !out.contains('\x1b'));
     assert!(!out.contains('\u{202e}'));
     assert!(out.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
@@ -472,7 +473,7 @@ fn markdown_escapes_log_values() {
 #[test]
 fn html_escapes_log_values_everywhere() {
     let r = hostile();
-    let out = render_to_string(&r, Format::Html);
+    let out = render_to_string(&r, ReportFormat::Html);
     assert!(out.starts_with("<!DOCTYPE html>"));
     assert!(!out.contains("<script>alert"));
     assert_eq!(
@@ -519,7 +520,7 @@ fn every_format_carries_each_findings_timeline() {
         let out = render_to_string(&r, f);
         assert!(out.contains(second), "{f} lacks the timeline");
     }
-    let sarif: Value = serde_json::from_str(&render_to_string(&r, Format::Sarif)).unwrap();
+    let sarif: Value = serde_json::from_str(&render_to_string(&r, ReportFormat::Sarif)).unwrap();
     let steps = &sarif["runs"][0]["results"][0]["codeFlows"][0]["threadFlows"][0]["locations"];
     assert_eq!(steps[1]["executionTimeUtc"], second);
     assert_eq!(steps[1]["executionOrder"], 1);
@@ -527,7 +528,7 @@ fn every_format_carries_each_findings_timeline() {
         steps[1]["location"]["physicalLocation"]["region"]["startLine"],
         9
     );
-    let text = render_to_string(&r, Format::Text);
+    let text = render_to_string(&r, ReportFormat::Text);
     assert!(text.contains("  timeline:"), "{text}");
 }
 
@@ -547,7 +548,7 @@ fn hostile_rules() -> Report {
 
 #[test]
 fn html_charts_escape_rule_ids() {
-    let out = render_to_string(&hostile_rules(), Format::Html);
+    let out = render_to_string(&hostile_rules(), ReportFormat::Html);
     assert_eq!(out.matches("<script").count(), 1, "only the page's script");
     assert_eq!(out.matches("</script").count(), 1);
     assert!(!out.contains("</text><script") && !out.contains('\x1b'));
@@ -577,7 +578,7 @@ fn html_charts_escape_rule_ids() {
 #[test]
 fn html_charts_show_the_counts() {
     let r = sample();
-    let out = render_to_string(&r, Format::Html);
+    let out = render_to_string(&r, ReportFormat::Html);
     let rules = &out[out.find("id=\"chart-rules\"").unwrap()..];
     let rules = &rules[..rules.find("</svg>").unwrap()];
     assert_eq!(
@@ -614,14 +615,14 @@ fn html_charts_show_the_counts() {
     // No buckets, no time chart (and no error).
     let mut empty = r.clone();
     empty.timeline_buckets.clear();
-    let out = render_to_string(&empty, Format::Html);
+    let out = render_to_string(&empty, ReportFormat::Html);
     assert!(!out.contains("id=\"chart-time\"") && out.contains("No timed events."));
 }
 
 #[test]
 fn sarif_validates_against_the_oasis_schema() {
     let r = hostile();
-    let out = render_to_string(&r, Format::Sarif);
+    let out = render_to_string(&r, ReportFormat::Sarif);
     let sarif: Value = serde_json::from_str(&out).unwrap();
     let schema: Value =
         serde_json::from_str(include_str!("fixtures/sarif-schema-2.1.0.json")).unwrap();
@@ -700,13 +701,13 @@ fn empty_report_renders_in_every_format() {
     };
     for f in ALL {
         let out = render_to_string(&r, f);
-        if f == Format::Jsonl {
+        if f == ReportFormat::Jsonl {
             assert!(out.is_empty());
         } else {
             assert!(!out.is_empty(), "{f}");
         }
     }
-    let v: Value = serde_json::from_str(&render_to_string(&r, Format::Json)).unwrap();
+    let v: Value = serde_json::from_str(&render_to_string(&r, ReportFormat::Json)).unwrap();
     assert_eq!(v["span"]["from"], Value::Null);
     assert_eq!(v["accounting"]["identity_holds"], true);
 }
@@ -804,7 +805,7 @@ fn text_wraps_to_the_width_without_breaking_identifiers() {
     assert!(!text_at(&r, 40).contains(&format!("at {LONG_PATH}")));
     assert!(wide.contains(&format!("at {LONG_PATH}:3 (event evt-1)")));
     // The default (a pipe) is 100 columns.
-    assert_eq!(render_to_string(&r, Format::Text), text_at(&r, 100));
+    assert_eq!(render_to_string(&r, ReportFormat::Text), text_at(&r, 100));
     // A 10 000-character message of slashes fits too.
     assert_fits(&text_at(&hostile(), 72), 72, "logs/run a.ndjson:3");
 }
@@ -844,7 +845,7 @@ fn text_tables_give_way_to_a_narrow_terminal() {
 
 #[test]
 fn text_repeats_the_summary_at_the_end() {
-    let out = render_to_string(&sample(), Format::Text);
+    let out = render_to_string(&sample(), ReportFormat::Text);
     let tail: Vec<&str> = out.lines().rev().take(6).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
     assert_eq!(
@@ -898,7 +899,7 @@ fn html_with(report: &Report, provenance: Provenance) -> String {
         ..Default::default()
     };
     let mut out = Vec::new();
-    render_with(report, Format::Html, &opts, &mut out).unwrap();
+    render_with(report, ReportFormat::Html, &opts, &mut out).unwrap();
     String::from_utf8(out).unwrap()
 }
 
@@ -910,7 +911,7 @@ fn every_format_states_the_configuration_it_applied() {
     };
     let said = "ci/hvaudit.toml (--config) set: fail-on; [rules] token.replayed \
                 severity=critical, envelope.legacy_version_field enabled=false";
-    let rendered = |format: Format, opts: &RenderOptions| {
+    let rendered = |format: ReportFormat, opts: &RenderOptions| {
         let mut out = Vec::new();
         render_with(&sample(), format, opts, &mut out).unwrap();
         out
@@ -920,8 +921,8 @@ fn every_format_states_the_configuration_it_applied() {
         let plain = render_to_string(&sample(), format);
         match format {
             // One finding a line and nothing else: no place for it.
-            Format::Jsonl => assert_eq!(out, plain),
-            Format::Json => {
+            ReportFormat::Jsonl => assert_eq!(out, plain),
+            ReportFormat::Json => {
                 let v: Value = serde_json::from_str(&out).unwrap();
                 assert_eq!(v["configuration"]["file"], "ci/hvaudit.toml");
                 assert_eq!(v["configuration"]["found"], "--config");
@@ -933,7 +934,7 @@ fn every_format_states_the_configuration_it_applied() {
                 let p: Value = serde_json::from_str(&plain).unwrap();
                 assert!(p.get("configuration").is_none(), "absent without one");
             }
-            Format::Sarif => {
+            ReportFormat::Sarif => {
                 let v: Value = serde_json::from_str(&out).unwrap();
                 let c = &v["runs"][0]["properties"]["configuration"];
                 assert_eq!(c["summary"], said, "{c}");
@@ -941,26 +942,26 @@ fn every_format_states_the_configuration_it_applied() {
                 assert!(p["runs"][0]["properties"].get("configuration").is_none());
             }
             // The HTML header lays the line out in spans (see below).
-            Format::Html => assert!(out.contains("id=\"configuration\"")),
-            Format::Text => {
+            ReportFormat::Html => assert!(out.contains("id=\"configuration\"")),
+            ReportFormat::Text => {
                 let one_line = out.split_whitespace().collect::<Vec<_>>().join(" ");
                 assert!(
                     one_line.contains(&format!("Configuration: {said}")),
                     "{out}"
                 );
             }
-            Format::Markdown => {
+            ReportFormat::Markdown => {
                 assert!(out.contains("**Configuration:** ci/hvaudit.toml"), "{out}")
             }
-            Format::Junit => assert!(
+            ReportFormat::Junit => assert!(
                 out.contains(&format!(
                     "<property name=\"hvaudit.configuration\" value=\"{said}\"/>"
                 )),
                 "{out}"
             ),
-            Format::Parquet => unreachable!("not among ALL"),
+            ReportFormat::Parquet => unreachable!("not among ALL"),
         }
-        if format != Format::Jsonl {
+        if format != ReportFormat::Jsonl {
             assert!(
                 !plain.contains("ci/hvaudit.toml"),
                 "{format}: only when one applied"
@@ -970,7 +971,8 @@ fn every_format_states_the_configuration_it_applied() {
     // Parquet: in the file's key-value metadata.
     use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
     let file =
-        SerializedFileReader::new(bytes::Bytes::from(rendered(Format::Parquet, &with))).unwrap();
+        SerializedFileReader::new(bytes::Bytes::from(rendered(ReportFormat::Parquet, &with)))
+            .unwrap();
     let kv = file
         .metadata()
         .file_metadata()
@@ -1010,7 +1012,7 @@ fn html_header_states_verdict_command_and_time() {
     ungated.gate.fail_on = None;
     assert!(html_with(&ungated, provenance()).contains("class=\"verdict\"><b>not gated"));
     // A library call states neither command nor time.
-    let plain = render_to_string(&sample(), Format::Html);
+    let plain = render_to_string(&sample(), ReportFormat::Html);
     assert!(!plain.contains("id=\"command\"") && !plain.contains("id=\"generated\""));
 }
 
@@ -1156,12 +1158,12 @@ macro_rules! snapshot_tests {
 }
 
 snapshot_tests! {
-    snapshot_text => Format::Text,
-    snapshot_json => Format::Json,
-    snapshot_jsonl => Format::Jsonl,
-    snapshot_markdown => Format::Markdown,
-    snapshot_sarif => Format::Sarif,
-    snapshot_junit => Format::Junit,
+    snapshot_text => ReportFormat::Text,
+    snapshot_json => ReportFormat::Json,
+    snapshot_jsonl => ReportFormat::Jsonl,
+    snapshot_markdown => ReportFormat::Markdown,
+    snapshot_sarif => ReportFormat::Sarif,
+    snapshot_junit => ReportFormat::Junit,
 }
 
 #[test]

@@ -14,7 +14,7 @@
 
 use crate::common::{audit_lines, findings_of};
 use base64::Engine as _;
-use hvaudit::options::{SpecMode, TokenFormat};
+use hvaudit::protocol::{SpecMode, TokenFormat};
 use hvaudit::{Report, Severity};
 use serde_json::{Value, json};
 
@@ -561,7 +561,9 @@ fn replayed_compares_structured_tokens_by_jti_only_under_the_structured_option()
         findings_of(&r, "token.replayed").is_empty(),
         "opaque tokens differ by value"
     );
-    let r = audit_lines(&l, |c| c.token_format = TokenFormat::Structured);
+    let r = audit_lines(&l, |c| {
+        c.reading.ingest.token_format = TokenFormat::Structured
+    });
     no_rule_errors(&r);
     assert_eq!(
         findings_of(&r, "token.replayed"),
@@ -687,7 +689,9 @@ fn claims_invalid_names_each_failed_check_under_the_structured_option_only() {
         findings_of(&r, "token.claims_invalid").is_empty(),
         "opaque tokens are never decoded"
     );
-    let r = audit_lines(&l, |c| c.token_format = TokenFormat::Structured);
+    let r = audit_lines(&l, |c| {
+        c.reading.ingest.token_format = TokenFormat::Structured
+    });
     no_rule_errors(&r);
     // (event, check named in "fails the CHECK check")
     let mut got: Vec<(String, String)> = r
@@ -727,7 +731,9 @@ fn undecodable_reports_each_token_value_once_under_the_structured_option_only() 
     let r = audit(&l);
     no_rule_errors(&r);
     assert!(findings_of(&r, "token.undecodable").is_empty());
-    let r = audit_lines(&l, |c| c.token_format = TokenFormat::Structured);
+    let r = audit_lines(&l, |c| {
+        c.reading.ingest.token_format = TokenFormat::Structured
+    });
     no_rule_errors(&r);
     assert_eq!(
         findings_of(&r, "token.undecodable"),
@@ -1100,9 +1106,8 @@ fn each_family_alone_finds_what_the_whole_audit_finds_for_it() {
     std::fs::write(&path, crate::common::synth_log(8, 3 << 20, 0.02)).unwrap();
     let audit = |rules: Option<String>| {
         let cfg = hvaudit::audit::AuditConfig {
-            inputs: vec![path.clone()],
             rules_glob: rules,
-            ..Default::default()
+            ..hvaudit::audit::AuditConfig::of(vec![path.clone()])
         };
         hvaudit::audit::Audit::new(cfg).run().unwrap()
     };

@@ -326,3 +326,91 @@ fn a_log_too_large_for_the_machine_is_spilled_without_a_limit() {
     }
     assert_eq!(std::fs::read_dir(&spill).unwrap().count(), 0);
 }
+
+/// Through the library, as a caller without the binary: on a machine too
+/// small for the loaded table (`MemoryOptions::available`, a stand-in for
+/// what the system says), `Tables::open` reads the log to Parquet on disk
+/// for an audit, a `sql` session and a replay alike, and each answers as
+/// over the loaded table.
+#[test]
+fn audit_sql_and_replay_choose_the_spilled_path_through_the_library() {
+    use hvaudit::audit::{Audit, AuditConfig, block_on};
+    use hvaudit::replay::{ReplayRequest, Scope, replay};
+    use hvaudit::tables::{MemoryOptions, Place, Purpose, ReadingOptions, Tables};
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/incident");
+    let spill = tempfile::tempdir().unwrap();
+    let loaded = AuditConfig::of(vec![sample.clone()]);
+    let small = AuditConfig {
+        reading: ReadingOptions {
+            memory: MemoryOptions {
+                // 1 MiB available: the run keeps to the least limit, 64 MiB.
+                available: Some(1 << 20),
+                spill_dir: Some(spill.path().to_path_buf()),
+                ..Default::default()
+            },
+            ..ReadingOptions::new(vec![sample])
+        },
+        ..Default::default()
+    };
+    let on_disk = |purpose| {
+        let tables = Tables::open(&small.reading, purpose).unwrap();
+        assert!(
+            matches!(&tables.place, Place::OnDisk(d) if d.plan.available == Some(1 << 20)),
+            "{purpose:?} is not read to disk"
+        );
+        assert_eq!(tables.memory.limit, Some(64 << 20), "{purpose:?}");
+        tables
+    };
+    let json = |r: &hvaudit::Report| {
+        let mut out = Vec::new();
+        hvaudit::report::render_with(
+            r,
+            hvaudit::report::ReportFormat::Json,
+            &Default::default(),
+            &mut out,
+        )
+        .unwrap();
+        String::from_utf8(out).unwrap()
+    };
+
+    // The audit: `Audit::run` opens the tables itself.
+    on_disk(Purpose::Audit);
+    let spilled = Audit::new(small.clone()).run().unwrap();
+    let whole = Audit::new(loaded.clone()).run().unwrap();
+    assert!(spilled.rule_errors.is_empty(), "{:?}", spilled.rule_errors);
+    assert!(
+        json(&spilled) == json(&whole),
+        "the spilled audit's report differs"
+    );
+
+    // A sql session over the same tables.
+    let count = |tables: &Tables| {
+        block_on(async {
+            let (ctx, _scratch) = tables.session().await.unwrap();
+            let sql = "SELECT 'events' AS t, count(*) AS n, sum(seq) AS s FROM events \
+                       UNION ALL SELECT 'bad_lines', count(*), sum(seq) FROM bad_lines \
+                       ORDER BY t";
+            let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+            datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+                .unwrap()
+                .to_string()
+        })
+    };
+    let queried = count(&on_disk(Purpose::Query));
+    let held = count(&Tables::open(&loaded.reading, Purpose::Query).unwrap());
+    assert_eq!(queried, held);
+
+    // A replay: `replay` opens the tables itself too.
+    on_disk(Purpose::Replay);
+    let request = ReplayRequest {
+        scope: Scope::Task("task_223151fd620b0074".into()),
+        at: None,
+    };
+    let replayed = replay(&small, &request).unwrap();
+    assert_eq!(replayed, replay(&loaded, &request).unwrap());
+    assert_eq!(
+        std::fs::read_dir(spill.path()).unwrap().count(),
+        0,
+        "scratch removed"
+    );
+}

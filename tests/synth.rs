@@ -4,7 +4,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::DateTime;
 use hvaudit::audit::{Audit, AuditConfig};
-use hvaudit::options::TokenFormat;
+use hvaudit::protocol::TokenFormat;
 use hvaudit_synth::{SynthOptions, SynthStats, generate};
 use serde_json::Value;
 use std::collections::{BTreeSet, HashSet};
@@ -240,8 +240,13 @@ fn audit_finds_exactly_the_planted_cases() {
     std::fs::write(&path, &log).expect("write log");
     for format in [TokenFormat::Opaque, TokenFormat::Structured] {
         let cfg = AuditConfig {
-            inputs: vec![path.clone()],
-            token_format: format,
+            reading: hvaudit::tables::ReadingOptions {
+                ingest: hvaudit::ingest::IngestOptions {
+                    token_format: format,
+                    ..Default::default()
+                },
+                ..hvaudit::tables::ReadingOptions::new(vec![path.clone()])
+            },
             ..Default::default()
         };
         let report = Audit::new(cfg.clone()).run().expect("audit runs");

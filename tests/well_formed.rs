@@ -11,7 +11,7 @@
 use hvaudit::audit::{Audit, AuditConfig};
 use hvaudit::escape::{hidden, visible};
 use hvaudit::gate::{GateOptions, suppressions::Suppressions};
-use hvaudit::report::{Configuration, Format, Provenance, RenderOptions, render_with};
+use hvaudit::report::{Configuration, Provenance, RenderOptions, ReportFormat, render_with};
 use hvaudit::{Report, Severity};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -147,8 +147,13 @@ fn audited(p: &Planted) -> (Report, RenderOptions) {
     let path = dir.path().join("log.ndjson");
     std::fs::write(&path, log(p)).unwrap();
     let mut report = Audit::new(AuditConfig {
-        inputs: vec![path],
-        allow_empty: true,
+        reading: hvaudit::tables::ReadingOptions {
+            ingest: hvaudit::ingest::IngestOptions {
+                allow_empty: true,
+                ..Default::default()
+            },
+            ..hvaudit::tables::ReadingOptions::new(vec![path])
+        },
         ..Default::default()
     })
     .run()
@@ -185,7 +190,7 @@ fn audited(p: &Planted) -> (Report, RenderOptions) {
     (report, opts)
 }
 
-fn rendered(report: &Report, format: Format, opts: &RenderOptions) -> Vec<u8> {
+fn rendered(report: &Report, format: ReportFormat, opts: &RenderOptions) -> Vec<u8> {
     let mut out = Vec::new();
     render_with(report, format, opts, &mut out).expect("it renders");
     out
@@ -225,23 +230,23 @@ fn html_rows(page: &[u8]) -> (Vec<String>, Vec<String>) {
 
 fn check_every_format(report: &Report, opts: &RenderOptions) -> Result<(), TestCaseError> {
     let n = report.findings.len();
-    let json: Value = serde_json::from_slice(&rendered(report, Format::Json, opts))
+    let json: Value = serde_json::from_slice(&rendered(report, ReportFormat::Json, opts))
         .map_err(|e| TestCaseError::fail(format!("json: {e}")))?;
     prop_assert_eq!(json["findings"].as_array().map(Vec::len), Some(n));
-    let jsonl = rendered(report, Format::Jsonl, opts);
+    let jsonl = rendered(report, ReportFormat::Jsonl, opts);
     for line in jsonl.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
         serde_json::from_slice::<Value>(line)
             .map_err(|e| TestCaseError::fail(format!("jsonl: {e}")))?;
     }
-    let sarif: Value = serde_json::from_slice(&rendered(report, Format::Sarif, opts))
+    let sarif: Value = serde_json::from_slice(&rendered(report, ReportFormat::Sarif, opts))
         .map_err(|e| TestCaseError::fail(format!("sarif: {e}")))?;
     let schema = crate::common::sarif_schema_errors(&sarif);
     prop_assert!(schema.is_empty(), "sarif schema: {:?}", schema);
-    let junit = String::from_utf8(rendered(report, Format::Junit, opts)).unwrap();
+    let junit = String::from_utf8(rendered(report, ReportFormat::Junit, opts)).unwrap();
     if let Err(e) = roxmltree::Document::parse(&junit) {
         return Err(TestCaseError::fail(format!("junit: {e}\n{junit}")));
     }
-    let (rows, errors) = html_rows(&rendered(report, Format::Html, opts));
+    let (rows, errors) = html_rows(&rendered(report, ReportFormat::Html, opts));
     prop_assert!(errors.is_empty(), "html parse errors: {:?}", errors);
     let tasks: Vec<String> = report
         .findings
@@ -254,12 +259,12 @@ fn check_every_format(report: &Report, opts: &RenderOptions) -> Result<(), TestC
         })
         .collect();
     prop_assert_eq!(rows, tasks, "one row a finding, its task intact");
-    for format in [Format::Text, Format::Markdown] {
+    for format in [ReportFormat::Text, ReportFormat::Markdown] {
         let out = String::from_utf8(rendered(report, format, opts)).unwrap();
         let shown = out.chars().find(|&c| c != '\n' && hidden(c));
         prop_assert_eq!(shown, None, "{} shows a hidden character", format);
     }
-    let parquet = bytes::Bytes::from(rendered(report, Format::Parquet, opts));
+    let parquet = bytes::Bytes::from(rendered(report, ReportFormat::Parquet, opts));
     let rows: usize =
         datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(parquet)
             .and_then(|b| b.build())
@@ -299,7 +304,7 @@ fn the_characters_xml_forbids_reach_no_junit_report() {
         config: "\u{ffff}.toml".into(),
     };
     let (report, opts) = audited(&p);
-    let junit = String::from_utf8(rendered(&report, Format::Junit, &opts)).unwrap();
+    let junit = String::from_utf8(rendered(&report, ReportFormat::Junit, &opts)).unwrap();
     assert!(
         !junit.contains(['\u{fffe}', '\u{ffff}', '\u{0}', '\u{b}']),
         "{junit}"

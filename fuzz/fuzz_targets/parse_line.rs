@@ -3,7 +3,7 @@
 #![no_main]
 
 use hvaudit::ingest::normalize::{NormalizeOptions, parse_line};
-use hvaudit::options::TokenFormat;
+use hvaudit::protocol::TokenFormat;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

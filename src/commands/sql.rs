@@ -5,9 +5,10 @@ use super::sql_statement::{Power, on_time, query, refusal, split_statements};
 use crate::cli::{SqlArgs, SqlFormat};
 use datafusion::prelude::SessionContext;
 use hvaudit::audit::block_on;
-use hvaudit::engine::{self, EngineOptions, RuleSettings};
-use hvaudit::output::{Output, refuse_inputs};
+use hvaudit::engine::{self, RuleSettings};
+use hvaudit::output::Output;
 use hvaudit::rules::{self, catalog::Catalog};
+use hvaudit::tables::{Purpose, Tables};
 use std::path::Path;
 
 pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
@@ -43,7 +44,6 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
         }
         hvaudit::output::refuse_binary_to_terminal(args.output.as_deref())?;
     }
-    let outputs: Vec<(&str, &Path)> = args.output.iter().map(|p| ("-o", p.as_path())).collect();
     if let (Some(out), Some(file)) = (&args.output, &args.file)
         && same_file(out, file)
     {
@@ -52,80 +52,23 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
             hvaudit::ingest::inputs::shown_path(out)
         );
     }
-    if !outputs.is_empty() && (args.in_place || args.cluster.is_some()) {
-        // The loaded path checks when it expands the inputs.
-        let (found, _) = hvaudit::ingest::inputs::expand(&args.input.paths, true)?;
-        refuse_inputs(&outputs, &found)?;
-    }
-    let cluster = args.cluster.clone();
+    let reading = crate::translate::sql(&args, quiet)?;
     // On a cluster, each statement (and the connection) within --timeout.
-    let limit = cluster
+    let limit = args
+        .cluster
         .as_ref()
         .map(|url| (url.as_str(), crate::cli::cluster_timeout(args.timeout)));
-    // A log too large for --memory-limit, read into Parquet on disk.
-    let mut on_disk: Option<super::OnDisk> = None;
-    // A cluster's place for what the executors read that the client wrote.
-    let mut scratch: Option<hvaudit::rules::Materialize> = None;
+    // Loaded, on disk (too large for memory; the scratch directory lives
+    // as long as the session), in place or on a cluster.
+    let tables = Tables::open(&reading, Purpose::Query)?;
     block_on(async {
-        let local = |memory_limit: Option<usize>| {
-            engine::session(&EngineOptions {
-                memory_limit,
-                spill_dir: args.input.spill_dir.clone(),
-                partitions: None,
-            })
-        };
-        let given = args.input.memory_limit.map(|m| m as usize);
-        let ctx = match &cluster {
-            Some(url) => {
-                let (ctx, place) = on_time(
-                    limit,
-                    cluster_session(url, &args.input.paths, args.input.allow_empty),
-                )
-                .await?;
-                scratch = Some(place);
-                ctx
-            }
-            None if args.in_place => {
-                let files = hvaudit::ingest::in_place::scan_inputs(
-                    &args.input.paths,
-                    args.input.allow_empty,
-                )?;
-                let ctx = local(given)?;
-                hvaudit::ingest::in_place::register_tables(&ctx, &files).await?;
-                ctx
-            }
-            None => {
-                let (found, skipped) =
-                    hvaudit::ingest::inputs::expand(&args.input.paths, args.input.allow_empty)?;
-                match super::too_large(&args.input, &found, &outputs) {
-                    // Read into Parquet on disk and queried there; the
-                    // scratch directory lives as long as the session.
-                    Some(how) => {
-                        let ctx = local(how.engine_limit())?;
-                        let disk =
-                            super::read_to_disk(found, skipped, &how, quiet, "querying it there")?;
-                        let files = hvaudit::ingest::in_place::scan_inputs(
-                            std::slice::from_ref(&disk.tables),
-                            true,
-                        )?;
-                        hvaudit::ingest::in_place::register_tables(&ctx, &files).await?;
-                        on_disk = Some(disk);
-                        ctx
-                    }
-                    None => {
-                        let ctx = local(given)?;
-                        let ingested =
-                            super::load_held(&args.input, found, skipped, quiet, &outputs)?;
-                        engine::register_tables(&ctx, &ingested)?;
-                        ctx
-                    }
-                }
-            }
-        };
+        // A cluster's place for what the executors read that the client
+        // wrote, kept as long as the session.
+        let (ctx, _scratch) = on_time(limit, tables.session()).await?;
         engine::register_settings(
             &ctx,
             &RuleSettings {
-                token_format: args.input.token_format.into(),
+                token_format: reading.ingest.token_format,
                 ..Default::default()
             },
         )?;
@@ -197,34 +140,4 @@ fn same_file(a: &Path, b: &Path) -> bool {
         (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
         _ => false,
     }
-}
-
-#[cfg(feature = "cluster")]
-async fn cluster_session(
-    url: &str,
-    paths: &[std::path::PathBuf],
-    allow_empty: bool,
-) -> anyhow::Result<(SessionContext, hvaudit::rules::Materialize)> {
-    let files = hvaudit::cluster::scan_inputs(paths, allow_empty)?;
-    let ctx = hvaudit::cluster::connect(url).await?;
-    // Where the executors read rows the client wrote (ids kept by more
-    // than one convert run), as an audit's.
-    let cfg = hvaudit::audit::AuditConfig {
-        inputs: paths.to_vec(),
-        ..Default::default()
-    };
-    let scratch = hvaudit::audit::cluster_scratch(&cfg)?;
-    hvaudit::audit::register_files(&ctx, &files, &scratch).await?;
-    Ok((ctx, scratch))
-}
-
-#[cfg(not(feature = "cluster"))]
-async fn cluster_session(
-    url: &str,
-    _: &[std::path::PathBuf],
-    _: bool,
-) -> anyhow::Result<(SessionContext, hvaudit::rules::Materialize)> {
-    anyhow::bail!(
-        "--cluster {url}: this build has no cluster support; rebuild with the `cluster` feature"
-    )
 }

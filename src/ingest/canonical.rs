@@ -45,8 +45,11 @@ pub struct Canonicalizer {
     stack: Vec<Frame>,
     members: Vec<Member>,
     scratch: Vec<u8>,
-    /// (rank, index) of a line's members, in `object`'s order.
-    order: Vec<(u16, usize)>,
+    /// A line's members in `object`'s order: (rank, index, where the
+    /// key's canonical text lies in `keys`).
+    order: Vec<(u16, usize, Range<usize>)>,
+    /// The canonical texts of a line's keys.
+    keys: Vec<u8>,
 }
 
 enum Frame {
@@ -84,37 +87,40 @@ impl Canonicalizer {
     }
 
     /// The canonical text of the object whose members (keys decoded,
-    /// values raw, no key twice) are `members`, valid until the next call.
-    /// Its members are laid out by a fixed rank of the envelope's names,
-    /// then the other names in byte order: one spelling per value, as
-    /// [`Self::canonical`]'s, without sorting the common names (a line is
-    /// hashed this way, and this was most of reading one).
+    /// values raw, no key twice) are `members`, valid until the next call:
+    /// the same bytes as [`Self::canonical`] gives for the object's text.
+    /// Two of the envelope's names compare by a fixed rank, in their
+    /// canonical order, instead of by bytes (a line is hashed this way, and
+    /// sorting its members was most of reading one).
     pub fn object(&mut self, members: &[(Cow<'_, str>, &str)]) -> Result<&[u8], CanonicalError> {
         self.out.clear();
         self.stack.clear();
         self.members.clear();
+        self.keys.clear();
         let mut order = std::mem::take(&mut self.order);
         order.clear();
-        order.extend(members.iter().enumerate().map(|(i, (k, _))| (rank(k), i)));
+        for (i, (key, _)) in members.iter().enumerate() {
+            let start = self.keys.len();
+            push_string(&mut self.keys, key);
+            order.push((rank(key), i, start..self.keys.len()));
+        }
+        let keys = &self.keys;
         order.sort_unstable_by(|a, b| {
-            a.0.cmp(&b.0)
-                .then_with(|| members[a.1].0.as_bytes().cmp(members[b.1].0.as_bytes()))
+            if (a.0 as usize) < RANKED.len() && (b.0 as usize) < RANKED.len() {
+                a.0.cmp(&b.0)
+            } else {
+                keys[a.2.clone()].cmp(&keys[b.2.clone()])
+            }
         });
         self.out.push(b'{');
-        for (n, &(rank, i)) in order.iter().enumerate() {
+        let mut result = Ok(());
+        for (n, (_, i, key)) in order.iter().enumerate() {
             if n > 0 {
                 self.out.push(b',');
             }
-            let (key, raw) = (&members[i].0, members[i].1);
-            if (rank as usize) < RANKED.len() {
-                self.out.push(b'"');
-                self.out.extend_from_slice(key.as_bytes());
-                self.out.extend_from_slice(b"\":");
-            } else {
-                push_string(&mut self.out, key);
-                self.out.push(b':');
-            }
-            let bytes = raw.as_bytes();
+            self.out.extend_from_slice(&self.keys[key.clone()]);
+            self.out.push(b':');
+            let bytes = members[*i].1.as_bytes();
             match bytes.first() {
                 // A string without escapes is written as it is canonical.
                 Some(b'"') if memchr::memchr(b'\\', bytes).is_none() => {
@@ -123,17 +129,18 @@ impl Canonicalizer {
                 _ => match self.walk(bytes) {
                     Some(Ok(())) => {}
                     Some(Err(e)) => {
-                        self.order = order;
-                        return Err(e);
+                        result = Err(e);
+                        break;
                     }
                     None => {
-                        self.order = order;
-                        return Err(CanonicalError::Malformed);
+                        result = Err(CanonicalError::Malformed);
+                        break;
                     }
                 },
             }
         }
         self.order = order;
+        result?;
         self.out.push(b'}');
         Ok(&self.out)
     }
@@ -287,9 +294,9 @@ impl Canonicalizer {
     }
 }
 
-/// The envelope's member names in the order a line's canonical text lays
-/// them out ([`Canonicalizer::object`]), each written as it is (no name
-/// needs an escape); any other name comes after them, in byte order.
+/// The envelope's member names, in the order of their canonical texts
+/// (byte order: none needs an escape), so that two of them compare by rank
+/// ([`Canonicalizer::object`]).
 macro_rules! ranked {
     ($($name:literal),* $(,)?) => {
         /// The ranked names, in rank order.
@@ -311,42 +318,42 @@ macro_rules! ranked {
 }
 
 ranked!(
-    "spec_version",
     "aep_version",
-    "id",
-    "type",
-    "source",
-    "target",
-    "topic",
-    "session_id",
-    "conversation_id",
-    "task_id",
-    "parent_task_id",
-    "correlation_id",
-    "causation_id",
-    "created_at",
-    "expires_at",
-    "delivery",
-    "payload_schema",
-    "belief_status",
+    "attestation_count",
     "belief_scope",
+    "belief_status",
+    "causation_id",
+    "checkpoint_at",
+    "checkpoint_id",
+    "compensation_id",
     "confidence",
-    "valid_from",
-    "valid_until",
-    "stale_after",
-    "refresh_hint",
+    "conversation_id",
+    "correlation_id",
+    "created_at",
+    "data_provenance",
     "delegated_by",
     "delegated_to",
-    "handoff_token",
-    "checkpoint_id",
-    "checkpoint_at",
-    "interruption_policy",
-    "compensation_id",
-    "source_trust",
-    "attestation_count",
-    "data_provenance",
+    "delivery",
     "evidence_chain",
+    "expires_at",
+    "handoff_token",
+    "id",
+    "interruption_policy",
+    "parent_task_id",
     "payload",
+    "payload_schema",
+    "refresh_hint",
+    "session_id",
+    "source",
+    "source_trust",
+    "spec_version",
+    "stale_after",
+    "target",
+    "task_id",
+    "topic",
+    "type",
+    "valid_from",
+    "valid_until",
 );
 
 /// A canonical key's text for a message: unquoted, at most 80 characters.
@@ -732,15 +739,30 @@ mod tests {
         let b = object(r#"{ "aa" : 2e0, "id" : "e1", "zz" : "é", "payload" : {"a":[1],"b":1} }"#)
             .unwrap();
         assert_eq!(a, b);
-        // The envelope's names first, in their rank; the rest by name.
+        // The same bytes as the whole text's canonical form.
         assert_eq!(
             a,
-            r#"{"id":"e1","payload":{"a":[1],"b":1},"aa":2,"zz":"é"}"#
+            r#"{"aa":2,"id":"e1","payload":{"a":[1],"b":1},"zz":"é"}"#
+        );
+        let text = r#"{"type":"t","a\"b":1,"a":2,"id\u0001":3,"id":4,"payload":{}}"#;
+        assert_eq!(
+            object(text).unwrap().as_bytes(),
+            canon(text).unwrap().as_bytes()
         );
         assert!(matches!(
             object(r#"{"id":"e1","payload":{"x":{"k":1,"k":2}}}"#),
             Err(CanonicalError::RepeatedKey(_))
         ));
+    }
+
+    #[test]
+    fn the_ranked_names_are_in_canonical_order() {
+        for pair in RANKED.windows(2) {
+            let (mut x, mut y) = (Vec::new(), Vec::new());
+            push_string(&mut x, pair[0]);
+            push_string(&mut y, pair[1]);
+            assert!(x < y, "{} before {}", pair[0], pair[1]);
+        }
     }
 
     #[test]

@@ -4,31 +4,31 @@
 
 /// The format of an input, recognised by content.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub enum LogFormat {
     Ndjson,
     Gzip,
     Zstd,
     Parquet,
 }
 
-impl Format {
+impl LogFormat {
     pub fn name(self) -> &'static str {
         match self {
-            Format::Ndjson => "ndjson",
-            Format::Gzip => "ndjson.gz",
-            Format::Zstd => "ndjson.zst",
-            Format::Parquet => "parquet",
+            LogFormat::Ndjson => "ndjson",
+            LogFormat::Gzip => "ndjson.gz",
+            LogFormat::Zstd => "ndjson.zst",
+            LogFormat::Parquet => "parquet",
         }
     }
 }
 
 /// Recognise the format by its first bytes, whatever the file is called.
-pub fn sniff(magic: &[u8]) -> Format {
+pub fn sniff(magic: &[u8]) -> LogFormat {
     match magic {
-        [0x1f, 0x8b, ..] => Format::Gzip,
-        [0x28, 0xb5, 0x2f, 0xfd, ..] => Format::Zstd,
-        [b'P', b'A', b'R', b'1', ..] => Format::Parquet,
-        _ => Format::Ndjson,
+        [0x1f, 0x8b, ..] => LogFormat::Gzip,
+        [0x28, 0xb5, 0x2f, 0xfd, ..] => LogFormat::Zstd,
+        [b'P', b'A', b'R', b'1', ..] => LogFormat::Parquet,
+        _ => LogFormat::Ndjson,
     }
 }
 

@@ -4,7 +4,7 @@
 //! the tables this way, and so does a local `audit --in-place`, for logs
 //! larger than memory.
 
-use super::inputs::{self, Format, Skipped};
+use super::inputs::{self, LogFormat, Skipped};
 use super::parquet::{OwnTable, check_seqs_disjoint, describe_own};
 use super::runs::{self, Overlap};
 use super::schema::{BAD_LINES, EVENTS, EVIDENCE, NS_COLUMNS};
@@ -85,7 +85,7 @@ pub fn scan_inputs(paths: &[PathBuf], allow_empty: bool) -> anyhow::Result<Parqu
                 input.display
             );
         }
-        if input.format != Format::Parquet {
+        if input.format != LogFormat::Parquet {
             anyhow::bail!(
                 "{}: a cluster or --in-place reads Parquet written by `hvaudit convert`, not {}; \
                  convert it first (hvaudit convert LOGS -o DIR), for a cluster to storage every executor can read",
@@ -95,7 +95,7 @@ pub fn scan_inputs(paths: &[PathBuf], allow_empty: bool) -> anyhow::Result<Parqu
         }
         let file = describe_own(input).map_err(|e| anyhow::anyhow!("{}: {e}", input.display))?;
         // Executors open the files themselves: give them absolute paths
-        // (objects by their URL, read through `remote::UrlStores`).
+        // (objects by their URL, read through `object_storage::UrlStores`).
         let path = match &input.object {
             Some(object) => PathBuf::from(&object.url),
             None => std::fs::canonicalize(&input.path)?,

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 pub use super::format::{
-    Format, LOG_EXTENSIONS, Skipped, named_like_a_log, not_a_log_reason, opens_a_json_object, sniff,
+    LOG_EXTENSIONS, LogFormat, Skipped, named_like_a_log, not_a_log_reason, opens_a_json_object,
+    sniff,
 };
 
 #[derive(Debug, Clone)]
@@ -17,14 +18,14 @@ pub struct Input {
     pub path: PathBuf,
     /// The path as shown in reports and stored in `src_file`.
     pub display: String,
-    pub format: Format,
+    pub format: LogFormat,
     pub bytes: u64,
     /// A pipe, FIFO, terminal or standard input: it can be read only once,
     /// so the handle opened to recognise its format is kept, with the bytes
     /// read for that, and read from there on.
     pub stream: Option<Stream>,
     /// An object in a store (`s3://…`), read by ranges.
-    pub object: Option<super::remote::RemoteObject>,
+    pub object: Option<super::object_storage::RemoteObject>,
 }
 
 /// A one-time readable input, opened already (see [`Input::stream`]).
@@ -133,8 +134,8 @@ pub fn expand(
             path: shown.clone(),
             reason,
         };
-        if let Some(url) = p.to_str().filter(|s| super::remote::is_url(s)) {
-            let found = super::remote::expand(url).map_err(|e| match e.missing {
+        if let Some(url) = p.to_str().filter(|s| super::object_storage::is_url(s)) {
+            let found = super::object_storage::expand(url).map_err(|e| match e.missing {
                 true => InputError::RemoteMissing {
                     url: e.url,
                     reason: e.reason,
@@ -349,7 +350,7 @@ fn open_stream(
         read_head(&mut reader, 4).map_err(|e| e.to_string())?
     };
     let format = sniff(&head);
-    if format == Format::Parquet {
+    if format == LogFormat::Parquet {
         return Err(
             "Parquet cannot be read from a pipe (its footer is at the end); save it to a file first"
                 .into(),
@@ -398,8 +399,8 @@ fn open_input(path: &Path) -> Result<Input, String> {
 /// Whether a file without a log's extension holds a log: compressed or
 /// Parquet by its magic bytes, or NDJSON (its first non-blank byte, after
 /// a byte order mark, opens a JSON object).
-fn looks_like_a_log(path: &Path, format: Format) -> Result<bool, String> {
-    if format != Format::Ndjson {
+fn looks_like_a_log(path: &Path, format: LogFormat) -> Result<bool, String> {
+    if format != LogFormat::Ndjson {
         return Ok(true);
     }
     let mut f = File::open(path).map_err(|e| e.to_string())?;

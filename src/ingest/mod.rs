@@ -12,13 +12,13 @@ mod members;
 pub mod ndjson;
 pub mod normalize;
 mod number_column;
+pub mod object_storage;
 pub mod parquet;
 mod parquet_pages;
 mod parquet_rows;
 pub mod payload;
 pub mod payload_schema;
 mod raw_json;
-pub mod remote;
 pub mod row;
 pub mod runs;
 pub mod schema;
@@ -26,17 +26,22 @@ mod text_column;
 pub mod time;
 pub mod token;
 
-use crate::options::TokenFormat;
+use crate::protocol::TokenFormat;
 use crate::report_model::InputSummary;
 use datafusion::arrow::array::{FixedSizeBinaryBuilder, Int64Builder, StringBuilder};
 use datafusion::arrow::record_batch::RecordBatch;
-use inputs::{Format, Input, InputError, Skipped};
+use inputs::{Input, InputError, LogFormat, Skipped};
 use ndjson::{BadLine, ParsedChunk};
 use normalize::NormalizeOptions;
 use row::ChunkShape;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, mpsc};
+
+/// Rejected lines listed per input by default (in `bad_lines` and the
+/// report); the rest are counted, so that a log of junk cannot hide an
+/// event among them or fill memory with them.
+pub const DEFAULT_MAX_BAD_LINES: usize = 1000;
 
 /// How to read the inputs.
 #[derive(Debug, Clone)]
@@ -47,8 +52,9 @@ pub struct IngestOptions {
     pub threads: usize,
     /// Keep rejected lines verbatim (for `--bad-lines FILE`).
     pub keep_bad_raw: bool,
-    /// Rejected lines listed per input (in `bad_lines` and the report);
-    /// the rest are counted. `--bad-lines FILE` still gets every one.
+    /// Rejected lines listed per input (in `bad_lines` and the report;
+    /// default [`DEFAULT_MAX_BAD_LINES`]); the rest are counted.
+    /// `--bad-lines FILE` still gets every one.
     pub max_bad_lines: usize,
     /// Accept a directory or pattern without logs (`--allow-empty`).
     pub allow_empty: bool,
@@ -67,7 +73,7 @@ impl Default for IngestOptions {
             max_line_bytes: ndjson::DEFAULT_MAX_LINE_BYTES,
             threads: 0,
             keep_bad_raw: false,
-            max_bad_lines: usize::MAX,
+            max_bad_lines: DEFAULT_MAX_BAD_LINES,
             allow_empty: false,
             spill_dir: None,
             progress: Arc::default(),
@@ -184,7 +190,7 @@ pub fn ingest_inputs_into(
     let ndjson_inputs: Vec<(usize, &Input)> = inputs
         .iter()
         .enumerate()
-        .filter(|(_, i)| i.format != Format::Parquet)
+        .filter(|(_, i)| i.format != LogFormat::Parquet)
         .collect();
     let norm = NormalizeOptions {
         token_format: opts.token_format,
@@ -373,8 +379,8 @@ fn expected_events(inputs: &[Input]) -> usize {
     let bytes: u64 = inputs
         .iter()
         .map(|i| match i.format {
-            Format::Gzip | Format::Zstd => i.bytes.saturating_mul(5),
-            Format::Parquet => 0,
+            LogFormat::Gzip | LogFormat::Zstd => i.bytes.saturating_mul(5),
+            LogFormat::Parquet => 0,
             _ => i.bytes,
         })
         .sum();

@@ -2,7 +2,7 @@
 //! whole lines; worker threads parse chunks into Arrow batches in parallel.
 //! Memory stays bounded by chunk size x channel depth, whatever the file size.
 
-use super::inputs::{Format, Input};
+use super::inputs::{Input, LogFormat};
 use super::normalize::{NormalizeOptions, clip, parse_line};
 use super::row::ChunkRows;
 use super::row::{ChunkShape, EventBuilders};
@@ -178,8 +178,9 @@ pub fn read_chunks(
         total: 0,
     };
     let mut reader: Box<dyn Read> = match input.format {
-        Format::Gzip => Box::new(Stepped(flate2::read::MultiGzDecoder::new(counting))),
-        Format::Zstd => match zstd::stream::read::Decoder::with_buffer(BufReader::new(counting)) {
+        LogFormat::Gzip => Box::new(Stepped(flate2::read::MultiGzDecoder::new(counting))),
+        LogFormat::Zstd => match zstd::stream::read::Decoder::with_buffer(BufReader::new(counting))
+        {
             Ok(d) => Box::new(Stepped(d)),
             Err(e) => return Some(format!("not a readable zstd stream: {e}")),
         },
@@ -220,12 +221,12 @@ pub fn read_chunks(
         state.cut(at_end, send, &mut reader);
         if let Some(e) = err {
             let what = match input.format {
-                Format::Gzip => "gzip stream",
-                Format::Zstd => "zstd stream",
+                LogFormat::Gzip => "gzip stream",
+                LogFormat::Zstd => "zstd stream",
                 _ if input.object.is_some() => "object",
                 _ => "file",
             };
-            let lost = if matches!(input.format, Format::Gzip | Format::Zstd) {
+            let lost = if matches!(input.format, LogFormat::Gzip | LogFormat::Zstd) {
                 format!(
                     " (up to {} KiB just before the break are lost)",
                     DECODE_STEP >> 10

@@ -1,4 +1,4 @@
-//! One NDJSON line -> one normalized `Row`, or the reason it is rejected.
+//! One NDJSON line -> one normalized `EventRow`, or the reason it is rejected.
 //!
 //! The line is parsed once into its top-level members (values kept as raw
 //! JSON slices); each known member is then typed on its own, so a mis-typed
@@ -6,10 +6,10 @@
 
 use super::canonical::{self, Canonicalizer};
 use super::raw_json::{json_integer, unescaped};
-use super::row::Row;
+use super::row::EventRow;
 use super::time::{Instant, parse_duration_ms, parse_instant};
 use super::{members, payload_schema, token};
-use crate::options::TokenFormat;
+use crate::protocol::TokenFormat;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
@@ -62,7 +62,7 @@ pub fn parse_line<'a>(
     seq: i64,
     src_line: i64,
     opts: NormalizeOptions,
-    take: impl FnOnce(&Row<'a>),
+    take: impl FnOnce(&EventRow<'a>),
 ) -> Result<Parsed, Rejection> {
     let members = members::read(line, true).map_err(|e| {
         let msg = strip_position(&e.to_string());
@@ -131,8 +131,8 @@ fn strip_position(msg: &str) -> String {
 #[derive(Default)]
 struct RowBuilder<'a> {
     /// Envelope strings copied as written go straight to their column
-    /// (`Row::envelope_string`); the others wait in `strs` to be parsed.
-    row: Row<'a>,
+    /// (`EventRow::envelope_string`); the others wait in `strs` to be parsed.
+    row: EventRow<'a>,
     strs: [Option<Cow<'a, str>>; STRING_MEMBERS.len()],
     payload: Option<&'a str>,
     delivery: Option<&'a str>,

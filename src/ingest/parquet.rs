@@ -4,12 +4,12 @@
 //! paths obey the same checks.
 
 use super::IngestOptions;
-use super::inputs::{Format, Input};
+use super::inputs::{Input, LogFormat};
 use super::ndjson::{self, BadLine, Chunk, MAX_REASON_CHARS, ParsedChunk, seq_of};
 use super::normalize::{NormalizeOptions, clip};
+use super::object_storage::{Fetched, RemoteObject};
 use super::parquet_pages::{ChunkPages, GroupName, GroupPlan, PAGE_LINES, chunk_range, plan_group};
 use super::parquet_rows::{Oversized, oversized, short_text};
-use super::remote::{Fetched, RemoteObject};
 use super::row::ChunkRows;
 use super::row::{ChunkShape, all_null, share_empty_columns, zeros_for};
 use super::schema::ADDED_IN_LAYOUT_3;
@@ -58,7 +58,7 @@ pub fn input_of(inputs: &[Input], file_idx: u32) -> usize {
     inputs
         .iter()
         .enumerate()
-        .filter(|(_, i)| i.format == Format::Parquet)
+        .filter(|(_, i)| i.format == LogFormat::Parquet)
         .nth(file_idx as usize)
         .map(|(n, _)| n)
         .expect("file index of a parquet input")
@@ -958,7 +958,7 @@ pub fn read_all(inputs: &[Input], opts: &IngestOptions) -> ParquetRead {
     let files: Vec<(usize, &Input, Opened)> = inputs
         .iter()
         .enumerate()
-        .filter(|(_, i)| i.format == Format::Parquet)
+        .filter(|(_, i)| i.format == LogFormat::Parquet)
         .map(|(n, i)| {
             let o = open(i, opts.worker_threads(), limits);
             opts.progress.fetch_add(i.bytes, Ordering::Relaxed);
@@ -1654,7 +1654,7 @@ mod tests {
     /// object gone, a file of 4 row groups of many pages still decodes.
     #[test]
     fn an_objects_row_groups_decode_from_their_chunks_fetched_once() {
-        use crate::ingest::remote::RemoteObject;
+        use crate::ingest::object_storage::RemoteObject;
         use object_store::{ObjectStore, ObjectStoreExt, path::Path as ObjectPath};
         let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
         let props = WriterProperties::builder()
@@ -1833,19 +1833,19 @@ mod tests {
 
     #[test]
     fn columns_empty_in_a_row_group_are_laid_out_as_nulls_not_decoded() {
-        use crate::ingest::row::{EventBuilders, Row};
+        use crate::ingest::row::{EventBuilders, EventRow};
         // Events in two row groups of BATCH_ROWS; `topic` is set only in
         // the second.
         let n = 2 * BATCH_ROWS as i64;
         let mut rows = EventBuilders::new("x".into(), n as usize);
         for seq in 0..n {
-            rows.push(&Row {
+            rows.push(&EventRow {
                 seq,
                 id: format!("e{seq}").into(),
                 type_: "t.x".into(),
                 dialect: "0.2",
                 topic: (seq >= n / 2).then(|| "news".into()),
-                ..Row::default()
+                ..EventRow::default()
             });
         }
         let batch = rows.finish();
@@ -2141,7 +2141,7 @@ mod tests {
 
     #[test]
     fn an_objects_chunk_too_large_to_fetch_is_fetched_without_its_skipped_page() {
-        use crate::ingest::remote::RemoteObject;
+        use crate::ingest::object_storage::RemoteObject;
         use datafusion::parquet::file::properties::WriterProperties;
         use object_store::{ObjectStore, ObjectStoreExt, path::Path as ObjectPath};
         // Incompressible pages: the payload chunk is larger than a line, so

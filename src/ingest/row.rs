@@ -61,7 +61,7 @@ impl Finishing<'_> {
 /// (layout 2 declared it so, and files written then must keep matching);
 /// `json_or_null`: raw JSON text, or not;
 /// `envelope_text`: text or null, the envelope member of the column's name
-/// as written (set through [`Row::envelope_string`]);
+/// as written (set through [`EventRow::envelope_string`]);
 /// `category`, `fixed_category` (a `&'static str`), `envelope_category`:
 /// text with few distinct values, held as codes;
 /// `file`: the chunk's input, `zeros`, `ones`: filled in by the dedup;
@@ -229,7 +229,7 @@ macro_rules! event_rows {
                 }
             }
 
-            pub fn push(&mut self, r: &Row<'_>) {
+            pub fn push(&mut self, r: &EventRow<'_>) {
                 let row = u32::try_from(self.rows).expect("a chunk has fewer than 2^32 rows");
                 $(column_slot!(push $kind, self.$field, row, r.$field);)*
                 self.rows += 1;
@@ -282,7 +282,7 @@ macro_rules! event_rows {
         /// A normalized event, borrowing from the line it was parsed from:
         /// a field per column of `events` (but those the dedup fills in).
         #[derive(Debug, Default)]
-        pub struct Row<'a> {
+        pub struct EventRow<'a> {
             $($row)*
             $(pub $envelope: Option<Cow<'a, str>>,)*
         }
@@ -291,7 +291,7 @@ macro_rules! event_rows {
         /// their name.
         pub const ENVELOPE_STRINGS: &[&str] = &[$(stringify!($envelope)),*];
 
-        impl<'a> Row<'a> {
+        impl<'a> EventRow<'a> {
             /// The field of an envelope member read as it is written (a
             /// string, null for none), with its name, if `key` is one.
             pub fn envelope_string(
@@ -617,11 +617,11 @@ mod tests {
     fn empty_columns_share_one_buffer_and_keep_their_values() {
         let mut b = EventBuilders::new("x".into(), 4);
         for seq in 0..3 {
-            let row = Row {
+            let row = EventRow {
                 seq,
                 id: format!("e{seq}").into(),
                 dialect: "0.2",
-                ..Row::default()
+                ..EventRow::default()
             };
             b.push(&row);
         }

@@ -7,8 +7,8 @@ use super::{
     BasisRef, EventKind, EventRef, LIFECYCLE, Replay, ReplayError, ReplayEvent, ReplayRequest,
     Role, Scope, abbreviate_token,
 };
-use crate::audit::AuditConfig;
-use crate::engine::{self, DEFAULT_DECISION_TYPES};
+use crate::audit::{AuditConfig, AuditError};
+use crate::engine::DEFAULT_DECISION_TYPES;
 use crate::finding::Finding;
 use crate::finding_store::Findings;
 use crate::report_model::{Report, Span};
@@ -26,17 +26,14 @@ const REFS: &str = "replay_refs";
 
 pub(super) async fn build(
     cfg: &AuditConfig,
-    tables: &super::Tables<'_>,
+    tables: &crate::tables::Tables,
     request: &ReplayRequest,
     report: Report,
 ) -> std::result::Result<Replay, ReplayError> {
-    let ctx = engine::session(&cfg.engine_options())?;
-    match tables {
-        super::Tables::Loaded(ingested) => engine::register_tables(&ctx, ingested)?,
-        super::Tables::InPlace(files) => {
-            crate::ingest::in_place::register_tables(&ctx, files).await?
-        }
-    }
+    let (ctx, _scratch) = tables
+        .session()
+        .await
+        .map_err(|e| AuditError::Usage(format!("{e:#}")))?;
     let (members, roles) = members(&ctx, &request.scope).await?;
     let mut timeline = events(&ctx, &members, &request.scope).await?;
     let span = Span {
@@ -458,8 +455,8 @@ mod tests {
         let path = dir.path().join("log.ndjson");
         std::fs::write(&path, lines.join("\n") + "\n").unwrap();
         let ingested = ingest(&[path], &IngestOptions::default()).unwrap();
-        let ctx = engine::session(&AuditConfig::default().engine_options()).unwrap();
-        engine::register_tables(&ctx, &ingested).unwrap();
+        let ctx = crate::engine::session(&AuditConfig::default().engine_options()).unwrap();
+        crate::engine::register_tables(&ctx, &ingested).unwrap();
         crate::audit::block_on(async {
             super::super::query::QUERIES.with(|n| n.set(0));
             let (_, roles) = members(&ctx, &Scope::Task(focus.into())).await.unwrap();

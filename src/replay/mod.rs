@@ -12,10 +12,10 @@ mod query;
 mod render;
 mod state;
 
-use crate::audit::{AuditConfig, AuditError, audit_ingested, block_on};
+use crate::audit::{AuditConfig, AuditError, audit_tables, block_on};
 use crate::finding::{Finding, fmt_instant};
-use crate::ingest::Ingested;
 use crate::report_model::Span;
+use crate::tables::{Purpose, Tables};
 use chrono::{DateTime, Utc};
 use serde::{Serialize, Serializer};
 
@@ -252,31 +252,33 @@ pub struct Replay {
     pub findings: Vec<Finding>,
 }
 
-/// Where the replayed log's tables are.
-pub enum Tables<'a> {
-    /// Loaded in memory.
-    Loaded(&'a Ingested),
-    /// `convert`'s Parquet, read where it lies (a log too large to load,
-    /// read through Parquet on disk under `--memory-limit`).
-    InPlace(&'a crate::ingest::in_place::ParquetInputs),
+/// Replay `cfg.reading`'s log: open its tables ([`Tables::open`]: loaded,
+/// or, too large for memory, on disk), run the audit for the findings and
+/// build the replay on the same tables.
+pub fn replay(cfg: &AuditConfig, request: &ReplayRequest) -> Result<Replay, ReplayError> {
+    let catalog = cfg.catalog()?;
+    let tables = Tables::open(&cfg.reading, Purpose::Replay).map_err(AuditError::from)?;
+    replay_in(cfg, &catalog, &tables, request)
 }
 
-/// Ingest-independent entry point: run the audit on the tables (for the
-/// findings) and build the replay on the same tables.
-pub fn replay(
+/// [`replay`] over tables already opened (`cfg.reading` is not read again).
+pub fn replay_on(
     cfg: &AuditConfig,
-    tables: Tables,
+    tables: &Tables,
     request: &ReplayRequest,
 ) -> Result<Replay, ReplayError> {
-    let catalog = cfg.catalog()?;
+    replay_in(cfg, &cfg.catalog()?, tables, request)
+}
+
+fn replay_in(
+    cfg: &AuditConfig,
+    catalog: &crate::rules::catalog::Catalog,
+    tables: &Tables,
+    request: &ReplayRequest,
+) -> Result<Replay, ReplayError> {
     block_on(async {
-        let report = match tables {
-            Tables::Loaded(ingested) => audit_ingested(cfg, &catalog, ingested).await?,
-            Tables::InPlace(files) => {
-                crate::audit::audit_parquet_inputs(cfg, &catalog, files).await?
-            }
-        };
-        build::build(cfg, &tables, request, report).await
+        let report = audit_tables(cfg, catalog, tables).await?;
+        build::build(cfg, tables, request, report).await
     })
 }
 

@@ -34,7 +34,7 @@ fn unlisted_note(total: &crate::InputSummary) -> String {
 
 /// An output format of `hvaudit audit`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+pub enum ReportFormat {
     Text,
     Json,
     Jsonl,
@@ -49,34 +49,34 @@ pub enum Format {
     Parquet,
 }
 
-impl Format {
+impl ReportFormat {
     pub fn as_str(self) -> &'static str {
         match self {
-            Format::Text => "text",
-            Format::Json => "json",
-            Format::Jsonl => "jsonl",
-            Format::Markdown => "md",
-            Format::Html => "html",
-            Format::Sarif => "sarif",
-            Format::Junit => "junit",
-            Format::Parquet => "parquet",
+            ReportFormat::Text => "text",
+            ReportFormat::Json => "json",
+            ReportFormat::Jsonl => "jsonl",
+            ReportFormat::Markdown => "md",
+            ReportFormat::Html => "html",
+            ReportFormat::Sarif => "sarif",
+            ReportFormat::Junit => "junit",
+            ReportFormat::Parquet => "parquet",
         }
     }
 }
 
-impl fmt::Display for Format {
+impl fmt::Display for ReportFormat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
 }
 
-impl FromStr for Format {
+impl FromStr for ReportFormat {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         use clap::ValueEnum;
-        <Format as ValueEnum>::from_str(s.trim(), true).map_err(|_| {
+        <ReportFormat as ValueEnum>::from_str(s.trim(), true).map_err(|_| {
             // Each name with its aliases: "md (markdown)".
-            let names: Vec<String> = Format::value_variants()
+            let names: Vec<String> = ReportFormat::value_variants()
                 .iter()
                 .filter_map(|f| f.to_possible_value())
                 .map(|v| {
@@ -104,7 +104,7 @@ pub fn summary_json(report: &Report) -> serde_json::Result<String> {
 
 /// Writes `report` to `out` in `format`. Text output is plain (no color);
 /// call [`render_text`] directly to choose terminal options.
-pub fn render(report: &Report, format: Format, out: &mut dyn Write) -> anyhow::Result<()> {
+pub fn render(report: &Report, format: ReportFormat, out: &mut dyn Write) -> anyhow::Result<()> {
     render_with(report, format, &RenderOptions::default(), out)
 }
 
@@ -120,20 +120,20 @@ pub struct RenderOptions {
 /// As [`render`], with the command's options.
 pub fn render_with(
     report: &Report,
-    format: Format,
+    format: ReportFormat,
     opts: &RenderOptions,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let config = opts.provenance.configuration.as_ref();
     match format {
-        Format::Text => text::render(report, &opts.text, config, out)?,
-        Format::Json => json::render(report, config, out)?,
-        Format::Jsonl => jsonl::render(report, out)?,
-        Format::Markdown => markdown::render(report, config, out)?,
-        Format::Html => html::render(report, &opts.provenance, out)?,
-        Format::Sarif => sarif::render(report, config, out)?,
-        Format::Junit => junit::render(report, config, out)?,
-        Format::Parquet => parquet::render(report, config, out)?,
+        ReportFormat::Text => text::render(report, &opts.text, config, out)?,
+        ReportFormat::Json => json::render(report, config, out)?,
+        ReportFormat::Jsonl => jsonl::render(report, out)?,
+        ReportFormat::Markdown => markdown::render(report, config, out)?,
+        ReportFormat::Html => html::render(report, &opts.provenance, out)?,
+        ReportFormat::Sarif => sarif::render(report, config, out)?,
+        ReportFormat::Junit => junit::render(report, config, out)?,
+        ReportFormat::Parquet => parquet::render(report, config, out)?,
     }
     out.flush()?;
     Ok(())

@@ -6,7 +6,7 @@ pub mod helpers;
 pub mod readings;
 pub mod reference;
 
-use crate::finding_store::{Compact, Findings, Interner, Place, Places, Row, RuleLabel};
+use crate::finding_store::{Compact, FindingRow, Findings, Interner, Place, Places, RuleLabel};
 use crate::ingest::identity;
 use catalog::Catalog;
 use chrono::{DateTime, Utc};
@@ -58,7 +58,7 @@ pub enum Materialize {
 /// shared filesystem, or a prefix in the object store the inputs are in.
 pub enum Scratch {
     Dir(crate::signals::TempDir),
-    Objects(crate::ingest::remote::TempPrefix),
+    Objects(crate::ingest::object_storage::TempPrefix),
 }
 
 impl Scratch {
@@ -113,8 +113,8 @@ impl Scratch {
                 writer.close()?;
             }
             Scratch::Objects(_) => {
-                let out =
-                    crate::ingest::remote::ObjectWriter::create(&file).map_err(|e| failed(&e))?;
+                let out = crate::ingest::object_storage::ObjectWriter::create(&file)
+                    .map_err(|e| failed(&e))?;
                 let mut writer = ArrowWriter::try_new(out, schema, None)?;
                 for b in rows {
                     writer.write(b)?;
@@ -364,7 +364,7 @@ pub async fn run(
 
 /// What an evaluation of the rules gave: their rows, and what failed.
 struct Evaluated {
-    rows: Vec<Row>,
+    rows: Vec<FindingRow>,
     errors: Vec<(String, String)>,
 }
 
@@ -376,7 +376,7 @@ async fn read_later_versions(
     catalog: &Catalog,
     sessions: &dyn readings::Sessions,
     strings: &Arc<Mutex<Interner>>,
-    first: &[Row],
+    first: &[FindingRow],
 ) -> datafusion::error::Result<(Evaluated, Option<readings::Made>)> {
     let conflicts = readings::Conflicts::of(ctx).await?;
     let mut added = Evaluated {
@@ -387,7 +387,7 @@ async fn read_later_versions(
         return Ok((added, None));
     }
     let first_of = conflicts.first_of();
-    let key = |r: &Row| {
+    let key = |r: &FindingRow| {
         let mut seqs: Vec<i64> = r
             .seqs
             .iter()
@@ -400,49 +400,65 @@ async fn read_later_versions(
     let mut seen: std::collections::HashSet<_> = first.iter().map(key).collect();
     // Only what reads `ev` can read otherwise (the integrity rule reads
     // every version, the same in every reading).
-    let (mut reading_catalog, rule_index) = reading_ev(ctx, catalog);
+    let (reading_catalog, rule_index) = reading_ev(ctx, catalog);
     let quiet = indicatif::ProgressBar::hidden();
     let readings = conflicts.readings();
     // The built-in rules read only a neighbourhood of the conflicting ids
-    // differently: both readings run over it alone (`HVAUDIT_READINGS=full`
-    // runs them over the whole log, as rules of the user's own always do).
+    // differently: every reading and the reading of version 1 run over it
+    // alone (`HVAUDIT_READINGS=full` runs them over the whole log, as rules
+    // of the user's own always do). One neighbourhood serves every
+    // reading: findings of two readings are told apart by their text,
+    // which a narrower one could change at its edge.
     let whole = std::env::var("HVAUDIT_READINGS").is_ok_and(|v| v == "full");
-    let part = match whole || !catalog.all_shipped() {
-        true => None,
-        false => {
-            let started = std::time::Instant::now();
-            let part = readings::neighbourhood(ctx, &conflicts).await?;
-            crate::progress::timing("reading", "neighbourhood", started);
-            part
+    // Over a neighbourhood, the log's end is the whole log's.
+    let mut reduced_catalog = reading_catalog.clone();
+    reduced_catalog.remove_embedded_view("log_end");
+    let mut part: Option<readings::Neighbourhood> = None;
+    if !whole && catalog.all_shipped() {
+        let started = std::time::Instant::now();
+        part = readings::neighbourhood(ctx, &conflicts).await?;
+        let what = match &part {
+            Some(p) => {
+                let rows: usize = p.events.iter().map(|b| b.num_rows()).sum();
+                format!("neighbourhood ({rows} events)")
+            }
+            None => "neighbourhood (most of the log: the whole log is read)".into(),
+        };
+        crate::progress::timing("reading", &what, started);
+        if let Some(part) = &part {
+            // Version 1 over the neighbourhood: what every reading is told
+            // apart from (besides the whole log's own findings).
+            let session = sessions.reduced(part, &Vec::new()).await?;
+            let Evaluated { rows, errors } = evaluate(
+                &session,
+                &reduced_catalog,
+                &rule_index,
+                &Materialize::InMemory,
+                &quiet,
+                strings,
+            )
+            .await;
+            added.errors.extend(errors);
+            seen.extend(rows.iter().map(key));
         }
-    };
-    if let Some(part) = &part {
-        // Version 1 over the neighbourhood: what every reading is told
-        // apart from (besides the whole log's own findings).
-        reading_catalog.remove_embedded_view("log_end");
-        let session = sessions.reduced(part, &Vec::new()).await?;
-        let Evaluated { rows, errors } = evaluate(
-            &session,
-            &reading_catalog,
-            &rule_index,
-            &Materialize::InMemory,
-            &quiet,
-            strings,
-        )
-        .await;
-        added.errors.extend(errors);
-        seen.extend(rows.iter().map(key));
     }
     for k in readings.clone() {
         let started = std::time::Instant::now();
         let swaps = conflicts.swaps(k);
-        let (session, materialize) = match &part {
-            Some(part) => (sessions.reduced(part, &swaps).await?, Materialize::InMemory),
-            None => sessions.session(&swaps, k).await?,
+        let (session, materialize, catalog) = match &part {
+            Some(part) => (
+                sessions.reduced(part, &swaps).await?,
+                Materialize::InMemory,
+                &reduced_catalog,
+            ),
+            None => {
+                let (session, materialize) = sessions.session(&swaps, k).await?;
+                (session, materialize, &reading_catalog)
+            }
         };
         let Evaluated { rows, errors } = evaluate(
             &session,
-            &reading_catalog,
+            catalog,
             &rule_index,
             &materialize,
             &quiet,
@@ -486,7 +502,7 @@ async fn evaluate(
     let deps = Dependencies::of(ctx, catalog);
     let mut view_results: Vec<Option<datafusion::error::Result<()>>> =
         catalog.views.iter().map(|_| None).collect();
-    let mut rule_results: Vec<Option<datafusion::error::Result<Vec<Row>>>> =
+    let mut rule_results: Vec<Option<datafusion::error::Result<Vec<FindingRow>>>> =
         catalog.rules.iter().map(|_| None).collect();
     // Views first (rules wait on them), each list in catalog order.
     let mut pending: Vec<Job> = (0..catalog.views.len())
@@ -735,7 +751,7 @@ async fn run_one(
     rule: &catalog::Rule,
     index: u32,
     strings: &Mutex<Interner>,
-) -> datafusion::error::Result<Vec<Row>> {
+) -> datafusion::error::Result<Vec<FindingRow>> {
     use futures::StreamExt;
     let mut batches = crate::read_only::plan(ctx, &rule.sql)
         .await?
@@ -756,7 +772,7 @@ fn add_rows(
     rule: &catalog::Rule,
     index: u32,
     strings: &mut Interner,
-    rows: &mut Vec<Row>,
+    rows: &mut Vec<FindingRow>,
 ) -> datafusion::error::Result<()> {
     let col = |name: &str| {
         b.column_by_name(name).cloned().ok_or_else(|| {
@@ -786,7 +802,7 @@ fn add_rows(
             _ => rule.meta.severity,
         };
         let (from, to) = (offsets[r] as usize, offsets[r + 1] as usize);
-        rows.push(Row::new(
+        rows.push(FindingRow::new(
             index,
             sev,
             (!task.is_null(r)).then(|| strings.get(task.value(r))),
@@ -815,7 +831,7 @@ fn string_column(a: &Arc<dyn Array>, name: &str) -> datafusion::error::Result<St
 async fn resolve(
     ctx: &SessionContext,
     catalog: &Catalog,
-    rows: Vec<Row>,
+    rows: Vec<FindingRow>,
     mut strings: Interner,
     window: Window,
 ) -> datafusion::error::Result<Compact> {

@@ -37,8 +37,8 @@ pub trait Sessions: Sync {
 }
 
 /// The rows of the log that a reading of later versions can read
-/// differently, and all the built-in rules read beside them: every version
-/// of the conflicting ids; all events of the tasks they name, of those
+/// differently, and all the built-in rules read beside them: the first 16
+/// versions of the conflicting ids (a reading puts no later one in place); all events of the tasks they name, of those
 /// tasks' parents and children, and of their parents' other children; all
 /// events sharing a handoff token (or `jti`) with those; and, three steps
 /// each way, the events their ids, causations, evidence entries and facts
@@ -50,15 +50,15 @@ pub trait Sessions: Sync {
 pub struct Neighbourhood {
     pub events: Vec<RecordBatch>,
     pub evidence: Vec<RecordBatch>,
-    /// `log_end` of the whole log.
+    /// `log_end` of the whole log (none when the rules do not read it).
     pub log_end: Vec<RecordBatch>,
 }
 
-/// Past this share of the log (or this many conflicting ids), the
-/// neighbourhood is not worth taking apart: readings run over the whole
-/// log.
+/// Past this share of the log, the neighbourhood is not worth taking
+/// apart: readings run over the whole log. The sets of ids, tasks, tokens
+/// and facts it is found by are held to the same share, so that no query
+/// names more values than the log has rows.
 const MOST: f64 = 0.2;
-const MANY_IDS: usize = 4096;
 
 /// The neighbourhood of `conflicts` in the log `ctx` holds (its views
 /// registered), or None when it is most of the log.
@@ -67,10 +67,18 @@ pub async fn neighbourhood(
     conflicts: &Conflicts,
 ) -> Result<Option<Neighbourhood>> {
     use std::collections::BTreeSet;
-    if conflicts.ids() > MANY_IDS {
+    let total = count(ctx, "SELECT count(*) FROM events".into()).await?;
+    let most = (MOST * total as f64) as usize;
+    if conflicts.ids() > most {
         return Ok(None);
     }
-    let versions: BTreeSet<i64> = conflicts.ids.iter().flatten().copied().collect();
+    // The versions a reading can put in place of the first (past the
+    // sixteenth, none: only the integrity rule reads them, the same in
+    // every reading).
+    let versions: BTreeSet<i64> = (conflicts.ids.iter())
+        .flat_map(|v| v.iter().take(MAX_READING as usize))
+        .copied()
+        .collect();
     let (mut tasks, mut tokens, mut ids, mut facts) = (
         BTreeSet::new(),
         BTreeSet::new(),
@@ -119,6 +127,21 @@ pub async fn neighbourhood(
         ids.extend(row[8..10].iter().flatten().cloned());
         facts.extend(row[10].clone());
     }
+    // The conflicting ids' own tasks alone may be most of the log: then
+    // nothing more is asked.
+    if tasks.len() > most
+        || count(
+            ctx,
+            format!(
+                "SELECT count(*) FROM events WHERE task_id IN ({})",
+                quoted(&tasks)
+            ),
+        )
+        .await? as usize
+            > most
+    {
+        return Ok(None);
+    }
     // Their tasks' family: parents, children, and the parents' children.
     let parents: BTreeSet<String> = texts(format!(
         "SELECT DISTINCT parent_task_id FROM events WHERE task_id IN ({}) AND parent_task_id IS NOT NULL",
@@ -139,6 +162,12 @@ pub async fn neighbourhood(
         tasks.extend(row[0].clone());
     }
     tasks.extend(parents);
+    if [tasks.len(), tokens.len(), ids.len(), facts.len()]
+        .iter()
+        .any(|&n| n > most)
+    {
+        return Ok(None);
+    }
     // The tokens the family issues or presents, and who else holds them.
     for row in texts(format!(
         "SELECT DISTINCT handoff_token, token_jti FROM events WHERE task_id IN ({})",
@@ -159,8 +188,26 @@ pub async fn neighbourhood(
             tasks.extend(row[0].clone());
         }
     }
+    // The family's own events may be most of the log already.
+    let family = count(
+        ctx,
+        format!(
+            "SELECT count(*) FROM events WHERE task_id IN ({0}) OR parent_task_id IN ({0})",
+            quoted(&tasks)
+        ),
+    )
+    .await?;
+    if family as usize > most {
+        return Ok(None);
+    }
     // What the ids name and what names them, three steps each way.
     for _ in 0..3 {
+        if [tasks.len(), tokens.len(), ids.len(), facts.len()]
+            .iter()
+            .any(|&n| n > most)
+        {
+            return Ok(None);
+        }
         let before = (ids.len(), facts.len());
         let named = format!(
             "SELECT id, causation_id, original_event_id, fact_id FROM events \
@@ -184,16 +231,22 @@ pub async fn neighbourhood(
             break;
         }
     }
+    if [tasks.len(), tokens.len(), ids.len(), facts.len()]
+        .iter()
+        .any(|&n| n > most)
+    {
+        return Ok(None);
+    }
     let filter = format!(
-        "seq IN ({}) OR task_id IN ({tasks}) OR parent_task_id IN ({tasks}) OR id IN ({}) \
-         OR handoff_token IN ({tokens}) OR token_jti IN ({tokens}) OR fact_id IN ({})",
+        "(seq IN ({}) OR task_id IN ({tasks}) OR parent_task_id IN ({tasks}) OR id IN ({}) \
+         OR handoff_token IN ({tokens}) OR token_jti IN ({tokens}) OR fact_id IN ({})) \
+         AND version <= {MAX_READING}",
         numbers(&versions),
         quoted(&ids),
         quoted(&facts),
         tasks = quoted(&tasks),
         tokens = quoted(&tokens),
     );
-    let total = count(ctx, "SELECT count(*) FROM events".into()).await?;
     let part = count(ctx, format!("SELECT count(*) FROM events WHERE {filter}")).await?;
     if part as f64 > MOST * total as f64 {
         return Ok(None);
@@ -218,7 +271,11 @@ pub async fn neighbourhood(
     )
     .await?;
     let evidence = as_layout(evidence, &crate::ingest::schema::EVIDENCE)?;
-    let log_end = collect(ctx, "SELECT * FROM log_end".into()).await?;
+    // The whole log's end, when the rules read it (a narrowed run may not).
+    let log_end = match ctx.table_exist("log_end")? {
+        true => collect(ctx, "SELECT * FROM log_end".into()).await?,
+        false => Vec::new(),
+    };
     Ok(Some(Neighbourhood {
         events,
         evidence,
@@ -395,7 +452,12 @@ impl Conflicts {
 }
 
 async fn collect(ctx: &SessionContext, sql: String) -> Result<Vec<RecordBatch>> {
-    ctx.sql(&sql).await?.collect().await
+    let started = std::time::Instant::now();
+    let batches = ctx.sql(&sql).await?.collect().await;
+    // HVAUDIT_TIMING=1: each query of the readings, by its first words.
+    let words: String = sql.chars().take(72).collect();
+    crate::progress::timing("reading", &words, started);
+    batches
 }
 
 /// (id, seq, version) of a result batch, in the types the engine gave.

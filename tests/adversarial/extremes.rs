@@ -296,8 +296,13 @@ fn extremes() -> (Vec<String>, BTreeSet<(String, String)>) {
 
 fn audit(dir: &Path, tweak: impl FnOnce(&mut AuditConfig)) -> Report {
     let mut cfg = AuditConfig {
-        inputs: vec![dir.to_path_buf()],
-        token_format: TokenFormat::Structured,
+        reading: hvaudit::tables::ReadingOptions {
+            ingest: hvaudit::ingest::IngestOptions {
+                token_format: TokenFormat::Structured,
+                ..Default::default()
+            },
+            ..hvaudit::tables::ReadingOptions::new(vec![dir.to_path_buf()])
+        },
         ..Default::default()
     };
     tweak(&mut cfg);

@@ -84,8 +84,13 @@ fn nesting_100k_deep_is_bounded_in_every_code_path() {
 
     // The whole path, every renderer, and the binary.
     let report = Audit::new(AuditConfig {
-        inputs: vec![f.clone()],
-        token_format: TokenFormat::Structured,
+        reading: hvaudit::tables::ReadingOptions {
+            ingest: hvaudit::ingest::IngestOptions {
+                token_format: TokenFormat::Structured,
+                ..Default::default()
+            },
+            ..hvaudit::tables::ReadingOptions::new(vec![f.clone()])
+        },
         ..Default::default()
     })
     .run()
@@ -155,13 +160,9 @@ fn ten_megabyte_lines_are_read_capped_or_rejected_without_blowing_up() {
     assert_bad(&ing, 2, "exceeds the 1048576-byte cap");
     assert_bad(&ing, 4, "exceeds the 1048576-byte cap");
     // The library's front door reads with the same cap.
-    let report = Audit::new(AuditConfig {
-        inputs: vec![f.clone()],
-        ..Default::default()
-    })
-    .reading(capped)
-    .run()
-    .unwrap();
+    let mut cfg = AuditConfig::of(vec![f.clone()]);
+    cfg.reading.ingest = capped;
+    let report = Audit::new(cfg).run().unwrap();
     assert_eq!(hvaudit::InputSummary::total(&report.inputs).bad_lines, 2);
     run_ok(
         &[

@@ -42,12 +42,7 @@ fn log_content_never_reaches_a_report_unescaped() {
     // Even the file name is hostile.
     let name = "\u{1b}[2J<script>x|*`.ndjson";
     let f = write(dir.path(), name, (lines.join("\n") + "\n").as_bytes());
-    let report = Audit::new(AuditConfig {
-        inputs: vec![f.clone()],
-        ..Default::default()
-    })
-    .run()
-    .unwrap();
+    let report = Audit::new(AuditConfig::of(vec![f.clone()])).run().unwrap();
     for rule in ["lifecycle.illegal_transition", "envelope.invalid"] {
         assert!(
             report.findings.iter().any(|x| x.rule == rule),
@@ -64,12 +59,12 @@ fn log_content_never_reaches_a_report_unescaped() {
         render(&report, format, &mut out).unwrap();
         let text = String::from_utf8(out).expect("reports are UTF-8");
         match format {
-            Format::Json | Format::Sarif => {
+            ReportFormat::Json | ReportFormat::Sarif => {
                 let v: Value =
                     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{format}: {e}"));
                 carries_the_data(format, &v, &hostile_tasks);
             }
-            Format::Jsonl => {
+            ReportFormat::Jsonl => {
                 let rows: Vec<Value> = text
                     .lines()
                     .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("jsonl: {e}: {l}")))
@@ -81,7 +76,7 @@ fn log_content_never_reaches_a_report_unescaped() {
                 assert!(text.contains("x1b"), "{format}: the ESC shown as text");
             }
         }
-        if format == Format::Html {
+        if format == ReportFormat::Html {
             // Only the page's own elements, as many as in a benign report.
             let benign = benign_html();
             for tag in [
@@ -99,13 +94,13 @@ fn log_content_never_reaches_a_report_unescaped() {
             assert!(text.contains("&lt;script&gt;alert(1)&lt;"));
             assert!(text.contains("\\x1b[31mred"));
         }
-        if format == Format::Markdown {
+        if format == ReportFormat::Markdown {
             markdown_tables_intact(&text);
             for raw in ["<script", "<img", "[x](javascript", "<!--", "`code`"] {
                 assert!(!text.contains(raw), "md contains raw {raw:?}");
             }
         }
-        if format == Format::Text {
+        if format == ReportFormat::Text {
             assert!(
                 text.contains("<script>alert(1)</script>@0"),
                 "text keeps markup as text"
@@ -115,19 +110,18 @@ fn log_content_never_reaches_a_report_unescaped() {
 }
 
 fn benign_html() -> String {
-    let report = Audit::new(AuditConfig {
-        inputs: vec![upstream("harmovela-0.2/fixtures/task-lifecycle.ndjson")],
-        ..Default::default()
-    })
+    let report = Audit::new(AuditConfig::of(vec![upstream(
+        "harmovela-0.2/fixtures/task-lifecycle.ndjson",
+    )]))
     .run()
     .unwrap();
     let mut out = Vec::new();
-    render(&report, Format::Html, &mut out).unwrap();
+    render(&report, ReportFormat::Html, &mut out).unwrap();
     String::from_utf8(out).unwrap()
 }
 
 /// The JSON formats keep hostile strings exactly (escaped by JSON itself).
-fn carries_the_data(format: Format, v: &Value, tasks: &[String]) {
+fn carries_the_data(format: ReportFormat, v: &Value, tasks: &[String]) {
     let mut strings = Vec::new();
     collect_strings(v, &mut strings);
     for t in tasks {
@@ -148,7 +142,7 @@ fn collect_strings<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
 }
 
 /// No C0 control (but newline and tab), DEL, C1 control or bidi override.
-fn no_control_characters(format: Format, text: &str) {
+fn no_control_characters(format: ReportFormat, text: &str) {
     for (n, line) in text.lines().enumerate() {
         let bad = line.chars().find(|c| {
             (c.is_control() && *c != '\t')

@@ -298,12 +298,7 @@ fn timestamps_outside_the_nanosecond_range_do_not_break_rules() {
         "edges.ndjson",
         (log.join("\n") + "\n").as_bytes(),
     );
-    let report = Audit::new(AuditConfig {
-        inputs: vec![f.clone()],
-        ..Default::default()
-    })
-    .run()
-    .unwrap();
+    let report = Audit::new(AuditConfig::of(vec![f.clone()])).run().unwrap();
     assert!(report.rule_errors.is_empty(), "{:?}", report.rule_errors);
     let said = |rule: &str, instant: &str| {
         report

@@ -14,7 +14,7 @@
 //! that the AWS tools share. Nothing secret is ever shown: URLs are shown
 //! without user info or query, and store errors lose their query strings.
 
-use super::format::{Format, Skipped, sniff};
+use super::format::{LogFormat, Skipped, sniff};
 use datafusion::execution::object_store::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
 use datafusion::parquet::file::reader::{ChunkReader, Length};
 use futures::StreamExt;
@@ -260,7 +260,7 @@ fn log_object(obj: &RemoteObject) -> Result<(), String> {
     let head = obj
         .read_range(0, obj.size.min(4096))
         .map_err(|e| e.to_string())?;
-    if sniff(&head) != Format::Ndjson || super::format::opens_a_json_object(&head) {
+    if sniff(&head) != LogFormat::Ndjson || super::format::opens_a_json_object(&head) {
         Ok(())
     } else {
         Err(super::format::not_a_log_reason())
@@ -288,7 +288,7 @@ impl RemoteObject {
     }
 
     /// The format by the object's first bytes.
-    pub fn format(&self) -> std::io::Result<Format> {
+    pub fn format(&self) -> std::io::Result<LogFormat> {
         Ok(sniff(&self.read_range(0, 4)?))
     }
 

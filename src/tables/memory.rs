@@ -15,7 +15,7 @@ pub const AVAILABLE_VAR: &str = "HVAUDIT_MEMORY_AVAILABLE";
 /// did).
 pub fn available() -> Option<u64> {
     if let Some(given) = std::env::var_os(AVAILABLE_VAR) {
-        return crate::cli::parse_size(&given.to_string_lossy()).ok();
+        return parse_size(&given.to_string_lossy()).ok();
     }
     let system = std::fs::read_to_string("/proc/meminfo")
         .ok()
@@ -55,6 +55,32 @@ fn room(max: &str, current: &str) -> Option<u64> {
     let max: u64 = max.trim().parse().ok()?;
     let current: u64 = current.trim().parse().ok()?;
     Some(max.saturating_sub(current))
+}
+
+/// Sizes like 512K, 16M, 2G, 1.5G or a plain byte count.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size; use e.g. 512M or 2G"))?;
+    let mult = match unit
+        .trim()
+        .to_ascii_uppercase()
+        .trim_end_matches("IB")
+        .trim_end_matches('B')
+    {
+        "" => 1u64,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        "T" => 1 << 40,
+        _ => return Err(format!("{s:?}: unknown unit; use K, M, G or T")),
+    };
+    Ok((n * mult as f64) as u64)
 }
 
 #[cfg(test)]

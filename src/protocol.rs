@@ -1,6 +1,7 @@
-//! The options that change what an audit reads and decides, shared by the
-//! command line, ingest, the engine's settings and the audit itself (a
-//! module below all of them, so none imports another for these).
+//! The protocol's variants a run is told about: which spec's semantics
+//! apply (`SpecMode`) and how the runtime encodes handoff tokens
+//! (`TokenFormat`). Shared by ingest, the engine's settings and the audit
+//! (a module below all of them, so none imports another for these).
 
 /// Which runtime-semantics rules apply to tasks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
