@@ -3,14 +3,14 @@
 //!
 //! Options arrive as the command line's words: `hvaudit/__init__.py` turns
 //! keyword arguments into `--option value` and this module parses them
-//! with the CLI's own parser (src/cli.rs, src/config.rs), so an audit from
-//! Python has the CLI's options, defaults, validation, configuration file
-//! and messages, with no second copy of any of them. The binary's command
-//! modules are compiled into this crate as they are into the binary
-//! (`#[path]` below): the glue between options and library calls (the
-//! choice between a loaded and a spilled log, the gate's files) is theirs.
-//! When that choice moves into the library, `run_audit` and friends call
-//! it instead.
+//! with the CLI's own parser (src/cli.rs, src/config.rs) and turns them
+//! into the library's options as the binary does (src/translate.rs), so an
+//! audit from Python has the CLI's options, defaults, validation,
+//! configuration file and messages, with no second copy of any of them.
+//! Those modules of the binary are compiled into this crate (`#[path]`
+//! below); where the tables live (loaded, on disk, in place, on a
+//! cluster) is the library's choice (`hvaudit::tables::Tables::open`), as
+//! it is the binary's.
 //!
 //! Work runs on a thread of its own with the GIL released; the calling
 //! thread wakes every 50 ms to let Python handle signals, so Ctrl-C raises
@@ -20,12 +20,16 @@
 #[path = "../../src/cli.rs"]
 #[allow(dead_code)]
 mod cli;
-#[path = "../../src/commands/mod.rs"]
-#[allow(dead_code)]
-mod commands;
 #[path = "../../src/config.rs"]
 #[allow(dead_code)]
 mod config;
+/// `hvaudit sql`'s statements: split, checked and run as the CLI runs them.
+#[path = "../../src/commands/sql_statement.rs"]
+#[allow(dead_code)]
+mod sql_statement;
+#[path = "../../src/translate.rs"]
+#[allow(dead_code)]
+mod translate;
 
 mod arrow;
 mod run;

@@ -1,19 +1,22 @@
 //! `audit`, `Session` and `replay`: the CLI's commands up to the point
-//! where they would render, keeping what they computed for Python.
+//! where they would render, keeping what they computed for Python. The
+//! options are the CLI's (`translate`); the tables are opened, audited,
+//! queried and replayed by the library, as the binary does.
 
 use crate::cli::{self, Command, InputArgs};
-use crate::commands;
 use crate::config::{self, ArgsError};
+use crate::translate;
 use crate::{HvauditError, InputError, RuleError, UsageError};
 use datafusion::arrow::datatypes::Schema;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::prelude::SessionContext;
-use hvaudit::audit::{Audit, AuditConfig, AuditError, Mode};
-use hvaudit::engine::{self, EngineOptions, RuleSettings};
+use hvaudit::audit::{Audit, AuditError};
+use hvaudit::engine::{self, RuleSettings};
 use hvaudit::gate::{GateOptions, baseline::Baseline, suppressions::Suppressions};
 use hvaudit::ingest::inputs;
-use hvaudit::replay::{ReplayError, ReplayRequest, Scope, Tables};
+use hvaudit::replay::{ReplayError, ReplayRequest, Scope};
 use hvaudit::report;
+use hvaudit::tables::{Place, Purpose, Tables, TablesError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::ffi::OsString;
@@ -41,6 +44,39 @@ impl From<Failure> for PyErr {
     }
 }
 
+impl From<AuditError> for Failure {
+    fn from(e: AuditError) -> Failure {
+        let kind = match &e {
+            AuditError::Usage(_) => Failure::Usage,
+            AuditError::Rules(_) => Failure::Rule,
+            AuditError::Input(_) => Failure::Input,
+            _ => Failure::Other,
+        };
+        kind(cli_message(e))
+    }
+}
+
+impl From<TablesError> for Failure {
+    fn from(e: TablesError) -> Failure {
+        AuditError::from(e).into()
+    }
+}
+
+impl From<ReplayError> for Failure {
+    fn from(e: ReplayError) -> Failure {
+        match e {
+            ReplayError::Audit(a) => a.into(),
+            e @ ReplayError::Unknown { .. } => Failure::Usage(cli_message(e)),
+            e @ ReplayError::Engine(_) => Failure::Other(cli_message(e)),
+        }
+    }
+}
+
+/// The message the CLI prints after `hvaudit: ` for `e` (its causes too).
+fn cli_message(e: impl std::error::Error + Send + Sync + 'static) -> String {
+    format!("{:#}", anyhow::Error::new(e))
+}
+
 /// Any other error, as `HvauditError`.
 pub fn other(e: impl std::fmt::Display) -> PyErr {
     HvauditError::new_err(e.to_string())
@@ -49,29 +85,18 @@ pub fn other(e: impl std::fmt::Display) -> PyErr {
 /// The exception of an error the CLI would print as `hvaudit: {e:#}` (exit
 /// 2), by what failed; `otherwise` when nothing says.
 fn classify(e: anyhow::Error, otherwise: fn(String) -> Failure) -> Failure {
-    let message = format!("{e:#}");
-    let of_audit = |a: &AuditError| match a {
-        AuditError::Usage(_) => Failure::Usage,
-        AuditError::Rules(_) => Failure::Rule,
-        AuditError::Input(_) => Failure::Input,
-        _ => Failure::Other,
+    let e = match e.downcast::<AuditError>() {
+        Ok(a) => return a.into(),
+        Err(e) => e,
     };
-    let kind = if let Some(a) = e.downcast_ref::<AuditError>() {
-        of_audit(a)
-    } else if let Some(r) = e.downcast_ref::<ReplayError>() {
-        match r {
-            ReplayError::Unknown { .. } => Failure::Usage,
-            ReplayError::Audit(a) => of_audit(a),
-            ReplayError::Engine(_) => Failure::Other,
-        }
-    } else if e.downcast_ref::<inputs::InputError>().is_some()
+    let message = format!("{e:#}");
+    if e.downcast_ref::<inputs::InputError>().is_some()
         || e.downcast_ref::<hvaudit::ingest::IngestFailure>().is_some()
     {
-        Failure::Input
+        Failure::Input(message)
     } else {
-        otherwise
-    };
-    kind(message)
+        otherwise(message)
+    }
 }
 
 /// The command line `hvaudit WORDS...` parsed as the binary parses it,
@@ -99,7 +124,8 @@ fn clap_message(e: &clap::Error) -> String {
 
 /// Point the object stores at `--endpoint`, as the binary does at start.
 fn configure_stores(input: &InputArgs) {
-    hvaudit::ingest::remote::configure(hvaudit::ingest::remote::StoreOptions {
+    use hvaudit::ingest::object_storage::{StoreOptions, configure};
+    configure(StoreOptions {
         endpoint: input.endpoint.clone(),
     });
 }
@@ -152,12 +178,22 @@ struct Side {
     bad_lines: Vec<RecordBatch>,
 }
 
-/// `evidence` and `bad_lines` of `convert`'s Parquet at `paths`.
-fn side_tables(paths: &[PathBuf], allow_empty: bool) -> anyhow::Result<Side> {
-    let files = hvaudit::ingest::in_place::scan_inputs(paths, allow_empty)?;
+/// `evidence` and `bad_lines` of `tables`: the loaded batches, or read
+/// from the Parquet files (on disk or in place); none from a cluster.
+fn side_tables(tables: &Tables) -> anyhow::Result<Side> {
+    match &tables.place {
+        Place::Loaded(ingested) => {
+            return Ok(Side {
+                evidence: ingested.evidence.clone(),
+                bad_lines: ingested.bad_lines.clone(),
+            });
+        }
+        #[cfg(feature = "cluster")]
+        Place::Cluster(_) => return Ok(Side::default()),
+        Place::OnDisk(_) | Place::InPlace(_) => {}
+    }
     hvaudit::audit::block_on(async {
-        let ctx = engine::session(&EngineOptions::default())?;
-        hvaudit::ingest::in_place::register_tables(&ctx, &files).await?;
+        let (ctx, _) = tables.session().await?;
         let all = |table: &'static str| {
             let ctx = ctx.clone();
             async move {
@@ -187,8 +223,8 @@ struct Audited {
 }
 
 /// `hvaudit audit WORDS...`, as src/commands/audit.rs runs it, up to the
-/// report: the same configuration, gate, loaded or spilled read and exit
-/// code; `quiet` unless progress was asked for.
+/// report: the same options, gate, tables and exit code; `quiet` unless
+/// progress was asked for.
 fn run_audit(words: Vec<OsString>, quiet: bool) -> Result<Audited, Failure> {
     let (cli, config) = parse(&words)?;
     let Command::Audit(args) = cli.command else {
@@ -196,31 +232,8 @@ fn run_audit(words: Vec<OsString>, quiet: bool) -> Result<Audited, Failure> {
     };
     configure_stores(&args.input);
     let usage = |e: anyhow::Error| classify(e, Failure::Usage);
-    let input = |e: anyhow::Error| classify(e, Failure::Input);
-    let cfg = AuditConfig {
-        inputs: args.input.paths.clone(),
-        spec: args.spec.into(),
-        token_format: args.input.token_format.into(),
-        horizon_ms: args.horizon,
-        decision_types: args.decision_types.clone(),
-        rules_glob: args.selection.rules.clone(),
-        exclude_rules: args.selection.exclude_rules.clone(),
-        rule_overrides: config.rules.clone(),
-        allow_empty: args.input.allow_empty,
-        rules_dir: args.rules_dir.clone(),
-        since: args.since,
-        until: args.until,
-        memory_limit: args.input.memory_limit.map(|m| m as usize),
-        spill_dir: args.input.spill_dir.clone(),
-        progress: !quiet,
-    };
-    let audit = Audit::new(cfg).reading(commands::reading_options(
-        &args.input,
-        commands::MAX_BAD_LINES,
-        None,
-    ));
-    let cfg = audit.config().clone();
-    let catalog = audit.catalog().map_err(|e| usage(e.into()))?;
+    let audit = Audit::new(translate::audit(&args, &config, quiet).map_err(usage)?);
+    let catalog = audit.catalog()?;
     let gate_options = GateOptions {
         fail_on: args.fail_on.0,
         fail_on_new: args.fail_on_new,
@@ -238,69 +251,11 @@ fn run_audit(words: Vec<OsString>, quiet: bool) -> Result<Audited, Failure> {
             .map_err(usage)?,
         today: None,
     };
-    let (mut report, side) = match &args.cluster {
-        Some(url) => {
-            let report = on_cluster(audit, &catalog, url, args.timeout).map_err(input)?;
-            (report, Side::default())
-        }
-        None if args.in_place => {
-            commands::report_stale(&cfg.spill_dir_or_default(), quiet, false);
-            let report = audit
-                .mode(Mode::InPlace)
-                .run_with(&catalog)
-                .map_err(|e| input(e.into()))?;
-            let side = side_tables(&cfg.inputs, cfg.allow_empty).map_err(input)?;
-            (report, side)
-        }
-        None => {
-            let (found, skipped) = inputs::expand(&args.input.paths, args.input.allow_empty)
-                .map_err(|e| input(e.into()))?;
-            match commands::too_large(&args.input, &found, &[]) {
-                Some(how) => {
-                    // src/commands/audit.rs's audit_spilled, keeping the
-                    // evidence and the rejected lines (read from disk).
-                    let on_disk =
-                        commands::read_to_disk(found, skipped, &how, quiet, "auditing it there")
-                            .map_err(input)?;
-                    let in_place = AuditConfig {
-                        inputs: vec![on_disk.tables.clone()],
-                        allow_empty: true,
-                        memory_limit: how.engine_limit(),
-                        ..cfg.clone()
-                    };
-                    let mut report = Audit::new(in_place)
-                        .mode(Mode::InPlace)
-                        .run_with(&catalog)
-                        .map_err(|e| input(e.into()))?;
-                    report.inputs = on_disk.ingested.inputs.clone();
-                    report.inputs.extend(
-                        on_disk
-                            .ingested
-                            .skipped
-                            .iter()
-                            .map(hvaudit::audit::skipped_input),
-                    );
-                    let side =
-                        side_tables(std::slice::from_ref(&on_disk.tables), true).map_err(input)?;
-                    (report, side)
-                }
-                None => {
-                    let reading = audit.ingest_options().clone();
-                    let mut ingested =
-                        commands::read_found(&args.input, reading, found, skipped, quiet, &[])
-                            .map_err(input)?;
-                    let side = Side {
-                        evidence: ingested.evidence.clone(),
-                        bad_lines: ingested.bad_lines.clone(),
-                    };
-                    let report = audit
-                        .rules_over(&catalog, &mut ingested)
-                        .map_err(|e| input(e.into()))?;
-                    (report, side)
-                }
-            }
-        }
-    };
+    let mut tables = Tables::open(&audit.config().reading, Purpose::Audit)?;
+    // Before the audit: a loaded one lets go of what no rule reads.
+    let side = side_tables(&tables).map_err(|e| classify(e, Failure::Input))?;
+    let mut report = audit.run_on(&catalog, &mut tables)?;
+    drop(tables);
     hvaudit::gate::apply(&mut report, gate_options);
     if report.rule_errors.is_empty() && report.no_events() && !args.input.allow_empty {
         return Err(Failure::Input(
@@ -325,34 +280,6 @@ fn run_audit(words: Vec<OsString>, quiet: bool) -> Result<Audited, Failure> {
         command: report::command_line(argv),
         configuration: config.applied(),
     })
-}
-
-#[cfg(feature = "cluster")]
-fn on_cluster(
-    audit: Audit,
-    catalog: &hvaudit::rules::catalog::Catalog,
-    url: &str,
-    timeout: Option<Duration>,
-) -> anyhow::Result<hvaudit::Report> {
-    let timeout = cli::cluster_timeout(timeout);
-    Ok(audit
-        .mode(Mode::Cluster {
-            url: url.to_string(),
-            timeout,
-        })
-        .run_with(catalog)?)
-}
-
-#[cfg(not(feature = "cluster"))]
-fn on_cluster(
-    _: Audit,
-    _: &hvaudit::rules::catalog::Catalog,
-    url: &str,
-    _: Option<Duration>,
-) -> anyhow::Result<hvaudit::Report> {
-    anyhow::bail!(
-        "--cluster {url}: this build has no cluster support; rebuild with the `cluster` feature"
-    )
 }
 
 /// Run an audit: `words` are the `hvaudit audit` command line's words
@@ -421,17 +348,19 @@ impl Report {
         format: &str,
         columns: Option<usize>,
     ) -> PyResult<()> {
-        let format = <report::Format as clap::ValueEnum>::from_str(format, true).map_err(|_| {
-            let names: Vec<String> = <report::Format as clap::ValueEnum>::value_variants()
-                .iter()
-                .filter_map(clap::ValueEnum::to_possible_value)
-                .map(|v| v.get_name().to_string())
-                .collect();
-            UsageError::new_err(format!(
-                "invalid value '{format}' for format; possible values: {}",
-                names.join(", ")
-            ))
-        })?;
+        let format =
+            <report::ReportFormat as clap::ValueEnum>::from_str(format, true).map_err(|_| {
+                let names: Vec<String> =
+                    <report::ReportFormat as clap::ValueEnum>::value_variants()
+                        .iter()
+                        .filter_map(clap::ValueEnum::to_possible_value)
+                        .map(|v| v.get_name().to_string())
+                        .collect();
+                UsageError::new_err(format!(
+                    "invalid value '{format}' for format; possible values: {}",
+                    names.join(", ")
+                ))
+            })?;
         let inner = self.inner.clone();
         let written = wait(py, None, move || {
             let opts = report::RenderOptions {
@@ -458,69 +387,31 @@ impl Report {
 pub struct Session {
     ctx: SessionContext,
     runtime: Arc<tokio::runtime::Runtime>,
-    /// A log too large to load, read into Parquet on disk: removed when the
-    /// session goes.
-    _on_disk: Option<commands::OnDisk>,
+    /// The tables the session reads: a log too large to load, read into
+    /// Parquet on disk, is removed when the session goes.
+    _tables: Tables,
 }
 
 /// `hvaudit sql WORDS...`'s session, as src/commands/sql.rs makes it.
-fn open_session(
-    words: Vec<OsString>,
-    quiet: bool,
-) -> Result<(SessionContext, Option<commands::OnDisk>), Failure> {
+fn open_session(words: Vec<OsString>, quiet: bool) -> Result<(SessionContext, Tables), Failure> {
     let (cli, _) = parse(&words)?;
     let Command::Sql(args) = cli.command else {
         return Err(Failure::Usage("not a sql command line".into()));
     };
+    if let Some(url) = &args.cluster {
+        return Err(Failure::Input(format!(
+            "--cluster {url}: a Python session runs locally; query a cluster with `hvaudit sql`"
+        )));
+    }
     configure_stores(&args.input);
-    let input = |e: anyhow::Error| classify(e, Failure::Input);
-    let mut on_disk = None;
+    let reading = translate::sql(&args, quiet).map_err(|e| classify(e, Failure::Usage))?;
+    let tables = Tables::open(&reading, Purpose::Query)?;
     let made: anyhow::Result<SessionContext> = hvaudit::audit::block_on(async {
-        let local = |memory_limit: Option<usize>| {
-            engine::session(&EngineOptions {
-                memory_limit,
-                spill_dir: args.input.spill_dir.clone(),
-                partitions: None,
-            })
-        };
-        let given = args.input.memory_limit.map(|m| m as usize);
-        let ctx = if let Some(url) = &args.cluster {
-            anyhow::bail!(
-                "--cluster {url}: a Python session runs locally; query a cluster with `hvaudit sql`"
-            )
-        } else if args.in_place {
-            let files =
-                hvaudit::ingest::in_place::scan_inputs(&args.input.paths, args.input.allow_empty)?;
-            let ctx = local(given)?;
-            hvaudit::ingest::in_place::register_tables(&ctx, &files).await?;
-            ctx
-        } else {
-            let (found, skipped) = inputs::expand(&args.input.paths, args.input.allow_empty)?;
-            match commands::too_large(&args.input, &found, &[]) {
-                Some(how) => {
-                    let ctx = local(how.engine_limit())?;
-                    let disk =
-                        commands::read_to_disk(found, skipped, &how, quiet, "querying it there")?;
-                    let files = hvaudit::ingest::in_place::scan_inputs(
-                        std::slice::from_ref(&disk.tables),
-                        true,
-                    )?;
-                    hvaudit::ingest::in_place::register_tables(&ctx, &files).await?;
-                    on_disk = Some(disk);
-                    ctx
-                }
-                None => {
-                    let ctx = local(given)?;
-                    let ingested = commands::load_held(&args.input, found, skipped, quiet, &[])?;
-                    engine::register_tables(&ctx, &ingested)?;
-                    ctx
-                }
-            }
-        };
+        let (ctx, _) = tables.session().await?;
         engine::register_settings(
             &ctx,
             &RuleSettings {
-                token_format: args.input.token_format.into(),
+                token_format: reading.ingest.token_format,
                 ..Default::default()
             },
         )?;
@@ -530,7 +421,8 @@ fn open_session(
         }
         Ok(ctx)
     });
-    Ok((made.map_err(input)?, on_disk))
+    let ctx = made.map_err(|e| classify(e, Failure::Input))?;
+    Ok((ctx, tables))
 }
 
 #[pymethods]
@@ -540,7 +432,7 @@ impl Session {
     #[new]
     #[pyo3(signature = (words, progress = false))]
     fn new(py: Python<'_>, words: Vec<OsString>, progress: bool) -> PyResult<Session> {
-        let (ctx, on_disk) = wait(py, None, move || open_session(words, !progress))??;
+        let (ctx, tables) = wait(py, None, move || open_session(words, !progress))??;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -548,7 +440,7 @@ impl Session {
         Ok(Session {
             ctx,
             runtime: Arc::new(runtime),
-            _on_disk: on_disk,
+            _tables: tables,
         })
     }
 
@@ -557,7 +449,7 @@ impl Session {
     fn sql<'py>(&self, py: Python<'py>, query_text: String) -> PyResult<Bound<'py, PyBytes>> {
         let ctx = self.ctx.clone();
         let task = self.runtime.spawn(async move {
-            use commands::sql_statement::{Power, query, split_statements};
+            use crate::sql_statement::{Power, query, split_statements};
             let mut last = None;
             for stmt in split_statements(&query_text) {
                 last = Some(
@@ -592,7 +484,6 @@ fn run_replay(words: Vec<OsString>, quiet: bool) -> Result<hvaudit::replay::Repl
         return Err(Failure::Usage("not a replay command line".into()));
     };
     configure_stores(&args.input);
-    let input = |e: anyhow::Error| classify(e, Failure::Input);
     let scope = match (&args.task, &args.session) {
         (Some(t), None) => Scope::Task(t.clone()),
         (None, Some(s)) => Scope::Session(s.clone()),
@@ -602,39 +493,9 @@ fn run_replay(words: Vec<OsString>, quiet: bool) -> Result<hvaudit::replay::Repl
             ));
         }
     };
-    let cfg = AuditConfig {
-        inputs: args.input.paths.clone(),
-        spec: args.spec.into(),
-        token_format: args.input.token_format.into(),
-        decision_types: args.decision_types.clone(),
-        memory_limit: args.input.memory_limit.map(|m| m as usize),
-        spill_dir: args.input.spill_dir.clone(),
-        progress: !quiet,
-        ..Default::default()
-    };
+    let cfg = translate::replay(&args, quiet);
     let request = ReplayRequest { scope, at: args.at };
-    let (found, skipped) =
-        inputs::expand(&args.input.paths, args.input.allow_empty).map_err(|e| input(e.into()))?;
-    let replayed = match commands::too_large(&args.input, &found, &[]) {
-        Some(how) => {
-            let on_disk = commands::read_to_disk(found, skipped, &how, quiet, "replaying it there")
-                .map_err(input)?;
-            let files =
-                hvaudit::ingest::in_place::scan_inputs(std::slice::from_ref(&on_disk.tables), true)
-                    .map_err(input)?;
-            let cfg = AuditConfig {
-                memory_limit: how.engine_limit(),
-                ..cfg
-            };
-            hvaudit::replay::replay(&cfg, Tables::InPlace(&files), &request)
-        }
-        None => {
-            let ingested =
-                commands::load_held(&args.input, found, skipped, quiet, &[]).map_err(input)?;
-            hvaudit::replay::replay(&cfg, Tables::Loaded(&ingested), &request)
-        }
-    };
-    replayed.map_err(|e| input(e.into()))
+    Ok(hvaudit::replay::replay(&cfg, &request)?)
 }
 
 /// Replay a task's tree or a session: `words` are the `hvaudit replay`

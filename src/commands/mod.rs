@@ -12,5 +12,5 @@ pub mod rules;
 pub mod sql;
 mod sql_output;
 mod sql_shell;
-pub mod sql_statement;
+mod sql_statement;
 pub mod synth;
