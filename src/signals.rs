@@ -48,6 +48,14 @@ fn registry() -> MutexGuard<'static, Vec<PathBuf>> {
     TEMPS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// For a process that embeds hvaudit and handles interrupts itself (the
+/// Python module): [`install`] does nothing from now on, so no handler
+/// exits the host process; temp files are still removed as their owners
+/// drop them. Call it before anything creates a temp file.
+pub fn leave_interrupts_to_host() {
+    INSTALL.call_once(|| {});
+}
+
 /// Install the SIGINT/SIGTERM handler (once; later calls do nothing). If the
 /// handler cannot be installed the signals keep their default action.
 pub fn install() {

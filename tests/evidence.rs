@@ -293,6 +293,8 @@ fn forged_earlier_copies_shadow_no_finding_of_any_family() {
         .arg(&log)
         .assert()
         .success();
+    // Without the cluster feature, nothing is pushed.
+    #[cfg_attr(not(feature = "cluster"), allow(unused_mut))]
     let mut modes = vec![vec!["--in-place".to_string()]];
     #[cfg(feature = "cluster")]
     modes.push(vec!["--cluster".into(), crate::cluster::CLUSTER.1.clone()]);

@@ -19,6 +19,7 @@ use std::fmt;
 use std::io::Write;
 use std::str::FromStr;
 
+pub use parquet::findings_batches;
 pub use provenance::{Configuration, Provenance, command_line, generation_time};
 pub use text::{PIPED_WIDTH, TextOptions, render_text, terminal_width};
 
@@ -92,6 +93,13 @@ impl FromStr for ReportFormat {
             )
         })
     }
+}
+
+/// The JSON report's fields but the findings (inputs, span, counts,
+/// accounting, rules, rule errors, gate), in its key order, as the HTML
+/// page reads them; the Python module's `Report.summary`.
+pub fn summary_json(report: &Report) -> serde_json::Result<String> {
+    serde_json::to_string(&json::ReportJson::summary(report))
 }
 
 /// Writes `report` to `out` in `format`. Text output is plain (no color);

@@ -74,6 +74,30 @@ pub(super) fn render(
     drain(&mut writer, out)
 }
 
+/// The rows [`render`] writes, as Arrow batches of at most `ROWS`
+/// findings, with the file's schema (the Python module's
+/// `Report.findings`).
+pub fn findings_batches(
+    report: &Report,
+) -> anyhow::Result<(SchemaRef, Vec<datafusion::arrow::record_batch::RecordBatch>)> {
+    let schema = schema(report.readings.is_some());
+    let mut decoder = ReaderBuilder::new(schema.clone())
+        .with_strict_mode(true)
+        .build_decoder()?;
+    let mut batches = Vec::new();
+    let mut findings = report.findings.iter();
+    loop {
+        let chunk: Vec<_> = findings.by_ref().take(ROWS).collect();
+        if chunk.is_empty() {
+            break;
+        }
+        let rows: Vec<FindingJson> = chunk.iter().map(|f| FindingJson::new(f)).collect();
+        decoder.serialize(&rows)?;
+        batches.extend(decoder.flush()?);
+    }
+    Ok((schema, batches))
+}
+
 /// Move what the writer has written so far to `out`. The writer counts
 /// the bytes it wrote itself, so emptying its buffer leaves the offsets in
 /// the footer right.
