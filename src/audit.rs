@@ -544,14 +544,17 @@ async fn audit_session(
         since: cfg.since,
         until: cfg.until,
     };
-    let run = rules::run(ctx, catalog, materialize, &bar, window, Some(later)).await;
+    let first = rules::first_reading(ctx, catalog, materialize, &bar).await;
+    // Counted while the views are registered (the readings may let go of
+    // them). A count that fails is reported beside the rules that failed
+    // (the run then fails too), not shown as none.
+    let unresolved_basis = count(ctx, UNRESOLVED_BASES).await;
+    let run = rules::finish(ctx, catalog, first, window, Some(later)).await;
     let windowed = cfg.since.is_some() || cfg.until.is_some();
     let outside_window = windowed.then_some(run.outside_window);
     let mut rule_errors = run.errors;
     let findings = run.findings;
-    // A count that fails is reported beside the rules that failed (the
-    // run then fails too), not shown as none.
-    let unresolved_basis = match count(ctx, UNRESOLVED_BASES).await {
+    let unresolved_basis = match unresolved_basis {
         Ok(n) => n,
         Err(e) => {
             let error = format!("counting the unresolved decision bases: {e}");

@@ -25,20 +25,23 @@ WITH conflicting AS (
 versions AS (
     SELECT e.* FROM events e JOIN conflicting c ON e.id = c.id
 ),
+-- "Differs" is min < max, not count(DISTINCT) > 1: the same answer for
+-- non-null values, but kept per group as two values, not a set (with 20 k
+-- conflicting ids, the sets took 4 s and 0.8 GB).
 per_id AS (
     SELECT id,
            count(*) AS n,
            array_agg(seq ORDER BY version) AS seqs,
-           count(DISTINCT type) > 1 AS d_type,
-           count(DISTINCT source) > 1 AS d_source,
-           count(DISTINCT created_ns) > 1 AS d_created,
-           count(DISTINCT coalesce(task_id, chr(0))) > 1 AS d_task,
-           count(DISTINCT coalesce(parent_task_id, chr(0))) > 1 AS d_parent,
-           count(DISTINCT coalesce(causation_id, chr(0))) > 1 AS d_causation,
-           count(DISTINCT coalesce(correlation_id, chr(0))) > 1 AS d_correlation,
-           count(DISTINCT coalesce(CAST(target AS VARCHAR), chr(0))) > 1 AS d_target,
-           count(DISTINCT concat(coalesce(spec_version, chr(0)), chr(1), coalesce(aep_version, chr(0)))) > 1 AS d_version,
-           count(DISTINCT coalesce(payload, chr(0))) > 1 AS d_payload
+           min(CAST(type AS VARCHAR)) < max(CAST(type AS VARCHAR)) AS d_type,
+           min(source) < max(source) AS d_source,
+           min(created_ns) < max(created_ns) AS d_created,
+           min(coalesce(task_id, chr(0))) < max(coalesce(task_id, chr(0))) AS d_task,
+           min(coalesce(parent_task_id, chr(0))) < max(coalesce(parent_task_id, chr(0))) AS d_parent,
+           min(coalesce(causation_id, chr(0))) < max(coalesce(causation_id, chr(0))) AS d_causation,
+           min(coalesce(correlation_id, chr(0))) < max(coalesce(correlation_id, chr(0))) AS d_correlation,
+           min(coalesce(CAST(target AS VARCHAR), chr(0))) < max(coalesce(CAST(target AS VARCHAR), chr(0))) AS d_target,
+           min(concat(coalesce(spec_version, chr(0)), chr(1), coalesce(aep_version, chr(0)))) < max(concat(coalesce(spec_version, chr(0)), chr(1), coalesce(aep_version, chr(0)))) AS d_version,
+           min(coalesce(payload, chr(0))) < max(coalesce(payload, chr(0))) AS d_payload
     FROM versions
     GROUP BY id
 )

@@ -297,26 +297,46 @@ enum Job {
     Rule(usize),
 }
 
-/// Register the views and run every rule of the catalog, then assemble
-/// sorted findings: the rules' reading of version 1, and where the log
-/// holds conflicting ids, the findings only a reading of their later
-/// versions yields (`readings`).
-pub async fn run(
+/// The reading of version 1: every view registered and every rule run,
+/// before the readings of later versions ([`finish`]). The views stay
+/// registered in the session for the caller's own queries until `finish`,
+/// which lets them go when the readings run over the whole log.
+pub struct FirstReading {
+    strings: Arc<Mutex<Interner>>,
+    evaluated: Evaluated,
+}
+
+/// Register the views and run every rule of the catalog (the reading of
+/// version 1).
+pub async fn first_reading(
     ctx: &SessionContext,
     catalog: &Catalog,
     materialize: &Materialize,
     progress: &indicatif::ProgressBar,
-    window: Window,
-    later: Option<&dyn readings::Sessions>,
-) -> RuleRun {
+) -> FirstReading {
     // One copy of each task id, shared with the places looked up later.
     let strings = Arc::new(Mutex::new(Interner::default()));
     let all: Vec<u32> = (0..catalog.rules.len() as u32).collect();
+    let evaluated = evaluate(ctx, catalog, &all, materialize, progress, &strings).await;
+    progress.finish_and_clear();
+    FirstReading { strings, evaluated }
+}
+
+/// Assemble sorted findings from the reading of version 1 and, where the
+/// log holds conflicting ids, the findings only a reading of their later
+/// versions yields (`readings`).
+pub async fn finish(
+    ctx: &SessionContext,
+    catalog: &Catalog,
+    first: FirstReading,
+    window: Window,
+    later: Option<&dyn readings::Sessions>,
+) -> RuleRun {
+    let FirstReading { strings, evaluated } = first;
     let Evaluated {
         mut rows,
         mut errors,
-    } = evaluate(ctx, catalog, &all, materialize, progress, &strings).await;
-    progress.finish_and_clear();
+    } = evaluated;
     let mut made = None;
     if let Some(sessions) = later {
         match read_later_versions(ctx, catalog, sessions, &strings, &rows).await {
@@ -440,6 +460,14 @@ async fn read_later_versions(
             .await;
             added.errors.extend(errors);
             seen.extend(rows.iter().map(key));
+        }
+    }
+    if part.is_none() {
+        // Each reading of the whole log computes its own views: the
+        // version-1 session lets go of its own (and of `ev`) first, so
+        // that two sets are never held at once (`resolve` reads `events`).
+        for name in catalog.views.iter().map(|v| v.name.as_str()).chain(["ev"]) {
+            ctx.deregister_table(name)?;
         }
     }
     for k in readings.clone() {
