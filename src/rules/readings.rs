@@ -25,7 +25,7 @@ pub trait Sessions: Sync {
         &'a self,
         swaps: &'a Swaps,
         reading: u32,
-    ) -> futures::future::BoxFuture<'a, Result<(SessionContext, super::Materialize)>>;
+    ) -> futures::future::BoxFuture<'a, Result<(SessionContext, super::views::Materialize)>>;
 
     /// A session, in memory, over the rows of a [`Neighbourhood`] with
     /// `swaps` applied (the log's end fixed from the whole log).

@@ -1,0 +1,579 @@
+//! Evaluating the catalog: its views and rules run as one dependency graph,
+//! a few at once, the reading of version 1 first and then, where the log
+//! has conflicting ids, the readings of their later versions.
+
+use super::catalog::{self, Catalog};
+use super::findings::{RuleRun, Window, resolve};
+use super::readings;
+use super::views::{Materialize, register_view};
+use crate::finding_store::{FindingRow, Findings, Interner};
+use datafusion::arrow::array::{Array, AsArray, ListArray, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Int64Type};
+use datafusion::error::DataFusionError;
+use datafusion::execution::memory_pool::MemoryLimit;
+use datafusion::prelude::SessionContext;
+use std::sync::{Arc, Mutex};
+
+/// One unit of work: a view to register or a rule to run.
+#[derive(Clone, Copy)]
+enum Job {
+    View(usize),
+    Rule(usize),
+}
+
+/// The reading of version 1: every view registered and every rule run,
+/// before the readings of later versions ([`finish`]). The views stay
+/// registered in the session for the caller's own queries until `finish`,
+/// which lets them go when the readings run over the whole log.
+pub struct FirstReading {
+    strings: Arc<Mutex<Interner>>,
+    evaluated: Evaluated,
+}
+
+/// Register the views and run every rule of the catalog (the reading of
+/// version 1).
+pub async fn first_reading(
+    ctx: &SessionContext,
+    catalog: &Catalog,
+    materialize: &Materialize,
+    progress: &indicatif::ProgressBar,
+) -> FirstReading {
+    // One copy of each task id, shared with the places looked up later.
+    let strings = Arc::new(Mutex::new(Interner::default()));
+    let all: Vec<u32> = (0..catalog.rules.len() as u32).collect();
+    let evaluated = evaluate(ctx, catalog, &all, materialize, progress, &strings).await;
+    progress.finish_and_clear();
+    FirstReading { strings, evaluated }
+}
+
+/// Assemble sorted findings from the reading of version 1 and, where the
+/// log holds conflicting ids, the findings only a reading of their later
+/// versions yields (`readings`).
+pub async fn finish(
+    ctx: &SessionContext,
+    catalog: &Catalog,
+    first: FirstReading,
+    window: Window,
+    later: Option<&dyn readings::Sessions>,
+) -> RuleRun {
+    let FirstReading { strings, evaluated } = first;
+    let Evaluated {
+        mut rows,
+        mut errors,
+    } = evaluated;
+    let mut made = None;
+    if let Some(sessions) = later {
+        match read_later_versions(ctx, catalog, sessions, &strings, &rows).await {
+            Ok((added, note)) => {
+                rows.extend(added.rows);
+                // What failed in version 1's reading fails in every one:
+                // said once.
+                let failed: std::collections::HashSet<String> =
+                    errors.iter().map(|(what, _)| what.clone()).collect();
+                errors.extend(
+                    added
+                        .errors
+                        .into_iter()
+                        .filter(|(what, _)| !failed.contains(what)),
+                );
+                made = note;
+            }
+            Err(e) => errors.push(("(reading later versions)".into(), with_hint(&e.to_string()))),
+        }
+    }
+    let strings = Arc::try_unwrap(strings)
+        .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
+        .unwrap_or_default();
+    let started = std::time::Instant::now();
+    let resolved = resolve(ctx, catalog, rows, strings, window).await;
+    crate::progress::timing("resolve", "(locating events)", started);
+    match resolved {
+        Ok(findings) => RuleRun {
+            outside_window: findings.outside_window,
+            findings: findings.into(),
+            errors,
+            readings: made,
+        },
+        Err(e) => {
+            errors.push(("(locating events)".into(), e.to_string()));
+            RuleRun {
+                findings: Findings::default(),
+                errors,
+                outside_window: 0,
+                readings: made,
+            }
+        }
+    }
+}
+
+/// What an evaluation of the rules gave: their rows, and what failed.
+struct Evaluated {
+    rows: Vec<FindingRow>,
+    errors: Vec<(String, String)>,
+}
+
+/// The readings of the later versions of every conflicting id, each in a
+/// session of its own: the rows no earlier reading gave (told apart by
+/// rule, task, message and the ids they cite), marked with their reading.
+async fn read_later_versions(
+    ctx: &SessionContext,
+    catalog: &Catalog,
+    sessions: &dyn readings::Sessions,
+    strings: &Arc<Mutex<Interner>>,
+    first: &[FindingRow],
+) -> datafusion::error::Result<(Evaluated, Option<readings::Made>)> {
+    let conflicts = readings::Conflicts::of(ctx).await?;
+    let mut added = Evaluated {
+        rows: Vec::new(),
+        errors: Vec::new(),
+    };
+    if conflicts.is_empty() {
+        return Ok((added, None));
+    }
+    let first_of = conflicts.first_of();
+    let key = |r: &FindingRow| {
+        let mut seqs: Vec<i64> = r
+            .seqs
+            .iter()
+            .map(|s| *first_of.get(s).unwrap_or(s))
+            .collect();
+        seqs.sort_unstable();
+        seqs.dedup();
+        (r.rule, r.task_id.clone(), r.message.clone(), seqs)
+    };
+    let mut seen: std::collections::HashSet<_> = first.iter().map(key).collect();
+    // Only what reads `ev` can read otherwise (the integrity rule reads
+    // every version, the same in every reading).
+    let (reading_catalog, rule_index) = reading_ev(ctx, catalog);
+    let quiet = indicatif::ProgressBar::hidden();
+    let readings = conflicts.readings();
+    // The built-in rules read only a neighbourhood of the conflicting ids
+    // differently: every reading and the reading of version 1 run over it
+    // alone (`HVAUDIT_READINGS=full` runs them over the whole log, as rules
+    // of the user's own always do). One neighbourhood serves every
+    // reading: findings of two readings are told apart by their text,
+    // which a narrower one could change at its edge.
+    let whole = std::env::var("HVAUDIT_READINGS").is_ok_and(|v| v == "full");
+    // Over a neighbourhood, the log's end is the whole log's.
+    let mut reduced_catalog = reading_catalog.clone();
+    reduced_catalog.remove_embedded_view("log_end");
+    let mut part: Option<readings::Neighbourhood> = None;
+    if !whole && catalog.all_shipped() {
+        let started = std::time::Instant::now();
+        part = readings::neighbourhood(ctx, &conflicts).await?;
+        let what = match &part {
+            Some(p) => {
+                let rows: usize = p.events.iter().map(|b| b.num_rows()).sum();
+                format!("neighbourhood ({rows} events)")
+            }
+            None => "neighbourhood (most of the log: the whole log is read)".into(),
+        };
+        crate::progress::timing("reading", &what, started);
+        if let Some(part) = &part {
+            // Version 1 over the neighbourhood: what every reading is told
+            // apart from (besides the whole log's own findings).
+            let session = sessions.reduced(part, &Vec::new()).await?;
+            let Evaluated { rows, errors } = evaluate(
+                &session,
+                &reduced_catalog,
+                &rule_index,
+                &Materialize::InMemory,
+                &quiet,
+                strings,
+            )
+            .await;
+            added.errors.extend(errors);
+            seen.extend(rows.iter().map(key));
+        }
+    }
+    if part.is_none() {
+        // Each reading of the whole log computes its own views: the
+        // version-1 session lets go of its own (and of `ev`) first, so
+        // that two sets are never held at once (`resolve` reads `events`).
+        for name in catalog.views.iter().map(|v| v.name.as_str()).chain(["ev"]) {
+            ctx.deregister_table(name)?;
+        }
+    }
+    for k in readings.clone() {
+        let started = std::time::Instant::now();
+        let swaps = conflicts.swaps(k);
+        let (session, materialize, catalog) = match &part {
+            Some(part) => (
+                sessions.reduced(part, &swaps).await?,
+                Materialize::InMemory,
+                &reduced_catalog,
+            ),
+            None => {
+                let (session, materialize) = sessions.session(&swaps, k).await?;
+                (session, materialize, &reading_catalog)
+            }
+        };
+        let Evaluated { rows, errors } = evaluate(
+            &session,
+            catalog,
+            &rule_index,
+            &materialize,
+            &quiet,
+            strings,
+        )
+        .await;
+        crate::progress::timing("reading", &format!("version {k}"), started);
+        added.errors.extend(errors.into_iter().map(|(what, e)| {
+            let e = format!("{e} (in the reading of version {k} of the conflicting ids)");
+            (what, e)
+        }));
+        for mut row in rows {
+            if seen.insert(key(&row)) {
+                row.reading = Some(k);
+                added.rows.push(row);
+            }
+        }
+    }
+    let made = readings::Made {
+        ids: conflicts.ids() as u64,
+        readings: readings.count() as u32,
+        past_the_last: conflicts.past_the_last_reading() as u64,
+    };
+    Ok((added, Some(made)))
+}
+
+/// Register the catalog's views and run its rules, as one dependency
+/// graph, a few at once: a view starts when the views it reads are
+/// registered, a rule when its views are. Each query is mostly serial, so
+/// two or three running side by side keep the cores busier than one query
+/// split across them. `rule_index[i]` is the label rule `i`'s rows carry.
+async fn evaluate(
+    ctx: &SessionContext,
+    catalog: &Catalog,
+    rule_index: &[u32],
+    materialize: &Materialize,
+    progress: &indicatif::ProgressBar,
+    strings: &Arc<Mutex<Interner>>,
+) -> Evaluated {
+    use futures::stream::{FuturesUnordered, StreamExt};
+    let deps = Dependencies::of(ctx, catalog);
+    let mut view_results: Vec<Option<datafusion::error::Result<()>>> =
+        catalog.views.iter().map(|_| None).collect();
+    let mut rule_results: Vec<Option<datafusion::error::Result<Vec<FindingRow>>>> =
+        catalog.rules.iter().map(|_| None).collect();
+    // Views first (rules wait on them), each list in catalog order.
+    let mut pending: Vec<Job> = (0..catalog.views.len())
+        .map(Job::View)
+        .chain((0..catalog.rules.len()).map(Job::Rule))
+        .collect();
+    let mut running = FuturesUnordered::new();
+    let limit = ctx.runtime_env().memory_pool.memory_limit();
+    let at_once = jobs_at_once(matches!(limit, MemoryLimit::Finite(_)));
+    loop {
+        while running.len() < at_once {
+            let ready = pending
+                .iter()
+                .position(|job| deps.of_job(*job).iter().all(|&v| view_results[v].is_some()));
+            let Some(ready) = ready else { break };
+            let job = pending.remove(ready);
+            // A view it reads failed: it would only fail with "table not
+            // found"; say which view instead.
+            let failed_view = deps
+                .of_job(job)
+                .iter()
+                .find(|&&v| matches!(view_results[v], Some(Err(_))));
+            if let Some(&v) = failed_view {
+                let e = DataFusionError::Plan(format!(
+                    "not run: it reads view {}, which failed",
+                    catalog.views[v].name
+                ));
+                match job {
+                    Job::View(i) => view_results[i] = Some(Err(e)),
+                    Job::Rule(i) => {
+                        progress.inc(1);
+                        rule_results[i] = Some(Err(e));
+                    }
+                }
+                continue;
+            }
+            // A task of its own: a one-partition query runs entirely in the
+            // task that polls it, so jobs polled together would share a core.
+            let ctx = ctx.clone();
+            let handle = match job {
+                Job::View(i) => {
+                    let view = catalog.views[i].clone();
+                    let materialize = materialize.clone();
+                    tokio::spawn(async move {
+                        register_view(&ctx, &view, &materialize).await?;
+                        Ok(Vec::new())
+                    })
+                }
+                Job::Rule(i) => {
+                    let rule = catalog.rules[i].clone();
+                    let index = rule_index[i];
+                    let strings = Arc::clone(strings);
+                    tokio::spawn(async move {
+                        let started = std::time::Instant::now();
+                        let result = run_one(&ctx, &rule, index, &strings).await;
+                        crate::progress::timing("rule", &rule.meta.id, started);
+                        result
+                    })
+                }
+            };
+            let mut handle = AbortOnDrop(handle);
+            running.push(async move { (job, (&mut handle.0).await) });
+        }
+        // Nothing runs and nothing can start: what is left waits on a cycle
+        // of views.
+        let Some((job, joined)) = running.next().await else {
+            break;
+        };
+        let outcome = joined.unwrap_or_else(|e| {
+            Err(DataFusionError::Execution(format!(
+                "the query stopped: {e}"
+            )))
+        });
+        match job {
+            Job::View(i) => view_results[i] = Some(outcome.map(drop)),
+            Job::Rule(i) => {
+                progress.set_message(catalog.rules[i].meta.id.clone());
+                progress.inc(1);
+                rule_results[i] = Some(outcome);
+            }
+        }
+    }
+    drop(running);
+    let cycle = || DataFusionError::Plan("it reads views that read each other in a cycle".into());
+    let mut errors = Vec::new();
+    for (v, result) in catalog.views.iter().zip(view_results) {
+        if let Err(e) = result.unwrap_or_else(|| Err(cycle())) {
+            errors.push((v.file.clone(), with_hint(&e.to_string())));
+        }
+    }
+    let mut rows = Vec::new();
+    for (rule, result) in catalog.rules.iter().zip(rule_results) {
+        match result.unwrap_or_else(|| Err(cycle())) {
+            // The first rule with rows hands its vector over (no copy).
+            Ok(added) if rows.is_empty() => rows = added,
+            Ok(mut added) => rows.append(&mut added),
+            Err(e) => errors.push((rule.meta.id.clone(), with_hint(&e.to_string()))),
+        }
+    }
+    Evaluated { rows, errors }
+}
+
+/// A query error with what to do when the cause is a full disk (spill
+/// files and in-place views are written to the spill directory).
+fn with_hint(e: &str) -> String {
+    if e.contains("os error 28") || e.contains("No space left on device") {
+        format!(
+            "{e}; the disk holding the spill directory is full: free space there or choose \
+             another with --spill-dir"
+        )
+    } else {
+        e.to_string()
+    }
+}
+
+/// A spawned query that stops when its run is dropped (e.g. a cluster audit
+/// given up at its --timeout), instead of running on in the background.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The part of `catalog` that reads `ev` (directly or through views): what
+/// a reading of later versions can change. Every view stays (the rules
+/// kept may read any); each rule kept keeps its label, returned beside.
+fn reading_ev(ctx: &SessionContext, catalog: &Catalog) -> (Catalog, Vec<u32>) {
+    let state = ctx.state();
+    let dialect = state.config().options().sql_parser.dialect;
+    let tables = |sql: &str| -> Vec<String> {
+        let Ok(statement) = state.sql_to_statement(sql, &dialect) else {
+            // Unreadable: run it, and let it report its error.
+            return vec!["ev".into()];
+        };
+        let refs = state
+            .resolve_table_references(&statement)
+            .unwrap_or_default();
+        refs.iter().map(|t| t.table().to_string()).collect()
+    };
+    let view_tables: Vec<Vec<String>> = catalog.views.iter().map(|v| tables(&v.sql)).collect();
+    let mut reading: std::collections::HashSet<String> = ["ev".to_string()].into();
+    // Views that read ev, or a view that does, until nothing changes.
+    loop {
+        let before = reading.len();
+        for (v, read) in catalog.views.iter().zip(&view_tables) {
+            if read.iter().any(|t| reading.contains(t)) {
+                reading.insert(v.name.clone());
+            }
+        }
+        if reading.len() == before {
+            break;
+        }
+    }
+    let mut kept = catalog.clone();
+    let mut labels = Vec::new();
+    kept.rules.clear();
+    for (i, rule) in catalog.rules.iter().enumerate() {
+        if tables(&rule.sql).iter().any(|t| reading.contains(t)) {
+            kept.rules.push(rule.clone());
+            labels.push(i as u32);
+        }
+    }
+    (kept, labels)
+}
+
+/// Which views each view and rule reads (by index into the catalog's
+/// views), from the table names in its SQL. A query that does not parse
+/// depends on nothing; running it reports the parse error.
+struct Dependencies {
+    views: Vec<Vec<usize>>,
+    rules: Vec<Vec<usize>>,
+}
+
+impl Dependencies {
+    fn of(ctx: &SessionContext, catalog: &Catalog) -> Dependencies {
+        let state = ctx.state();
+        let dialect = state.config().options().sql_parser.dialect;
+        let reads = |sql: &str, itself: Option<usize>| -> Vec<usize> {
+            let Ok(statement) = state.sql_to_statement(sql, &dialect) else {
+                return Vec::new();
+            };
+            let tables = state
+                .resolve_table_references(&statement)
+                .unwrap_or_default();
+            catalog
+                .views
+                .iter()
+                .enumerate()
+                .filter(|&(i, v)| Some(i) != itself && tables.iter().any(|t| t.table() == v.name))
+                .map(|(i, _)| i)
+                .collect()
+        };
+        Dependencies {
+            views: catalog
+                .views
+                .iter()
+                .enumerate()
+                .map(|(i, v)| reads(&v.sql, Some(i)))
+                .collect(),
+            rules: catalog.rules.iter().map(|r| reads(&r.sql, None)).collect(),
+        }
+    }
+
+    fn of_job(&self, job: Job) -> &[usize] {
+        match job {
+            Job::View(i) => &self.views[i],
+            Job::Rule(i) => &self.rules[i],
+        }
+    }
+}
+
+/// How many views and rules run concurrently: one more than the cores, at
+/// least 3 (each query runs on one core; on 2 cores 3 measured best, 2 and
+/// 4 slower, benches/README.md), or `HVAUDIT_RULES_AT_ONCE` for measuring
+/// others. Under a memory limit, one per core: each query also holds memory
+/// the pool does not count (decoded Parquet pages, streamed batches), and
+/// the 6 GB in-place audit under 2G peaked at 3.0-4.5 GB with 3 at once,
+/// 2.35 GB with 2, in the same time.
+fn jobs_at_once(memory_limited: bool) -> usize {
+    let given = std::env::var("HVAUDIT_RULES_AT_ONCE").ok().and_then(|v| {
+        let n = v.parse().ok().filter(|n| *n > 0);
+        if n.is_none() {
+            eprintln!(
+                "hvaudit: warning: HVAUDIT_RULES_AT_ONCE={v:?} is not a count above 0; \
+                 the default is used"
+            );
+        }
+        n
+    });
+    given.unwrap_or_else(|| {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        if memory_limited {
+            cores
+        } else {
+            (cores + 1).max(3)
+        }
+    })
+}
+
+/// One rule's rows, turned into compact rows batch by batch as the query
+/// streams them (a rule with a million findings is never held as batches).
+async fn run_one(
+    ctx: &SessionContext,
+    rule: &catalog::Rule,
+    index: u32,
+    strings: &Mutex<Interner>,
+) -> datafusion::error::Result<Vec<FindingRow>> {
+    use futures::StreamExt;
+    let mut batches = crate::read_only::plan(ctx, &rule.sql)
+        .await?
+        .execute_stream()
+        .await?;
+    let mut rows = Vec::new();
+    while let Some(b) = batches.next().await {
+        let mut strings = strings.lock().unwrap_or_else(|e| e.into_inner());
+        add_rows(&b?, rule, index, &mut strings, &mut rows)?;
+    }
+    Ok(rows)
+}
+
+/// Append the rows of one result batch to `rows`, checking the columns a
+/// rule must return.
+fn add_rows(
+    b: &RecordBatch,
+    rule: &catalog::Rule,
+    index: u32,
+    strings: &mut Interner,
+    rows: &mut Vec<FindingRow>,
+) -> datafusion::error::Result<()> {
+    let col = |name: &str| {
+        b.column_by_name(name).cloned().ok_or_else(|| {
+            DataFusionError::Plan(format!("the rule must return a column named {name}"))
+        })
+    };
+    let message = col("message")?;
+    let message = string_column(&message, "message")?;
+    let task = col("task_id")?;
+    let task = string_column(&task, "task_id")?;
+    let seqs = col("seqs")?;
+    let seqs: &ListArray = seqs.as_list_opt().ok_or_else(|| {
+        DataFusionError::Plan("seqs must be a list of Int64 (use make_array or array_agg)".into())
+    })?;
+    // The seq values of every row, cast once for the whole batch.
+    let offsets = seqs.value_offsets();
+    let values = datafusion::arrow::compute::cast(seqs.values(), &DataType::Int64)?;
+    let values = values.as_primitive::<Int64Type>();
+    let severity = match b.column_by_name("severity") {
+        Some(c) => Some(string_column(c, "severity")?),
+        None => None,
+    };
+    for r in 0..b.num_rows() {
+        let sev = match &severity {
+            _ if rule.forced_severity.is_some() => rule.meta.severity,
+            Some(s) if !s.is_null(r) => s.value(r).parse().map_err(DataFusionError::Plan)?,
+            _ => rule.meta.severity,
+        };
+        let (from, to) = (offsets[r] as usize, offsets[r + 1] as usize);
+        rows.push(FindingRow::new(
+            index,
+            sev,
+            (!task.is_null(r)).then(|| strings.get(task.value(r))),
+            if message.is_null(r) {
+                Box::default()
+            } else {
+                message.value(r).into()
+            },
+            (from..to)
+                .filter(|&i| !values.is_null(i))
+                .map(|i| values.value(i))
+                .collect(),
+        ));
+    }
+    Ok(())
+}
+
+fn string_column(a: &Arc<dyn Array>, name: &str) -> datafusion::error::Result<StringArray> {
+    let cast = datafusion::arrow::compute::cast(a, &DataType::Utf8)
+        .map_err(|e| DataFusionError::Plan(format!("column {name} must be text: {e}")))?;
+    Ok(cast.as_string::<i32>().clone())
+}
