@@ -82,7 +82,7 @@ fn state_with_json_functions() -> Result<datafusion::execution::SessionState> {
 /// scheduler lists the tables' objects and the executors read them.
 fn object_stores() -> Result<Arc<datafusion::execution::runtime_env::RuntimeEnv>> {
     datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
-        .with_object_store_registry(Arc::new(crate::ingest::object_storage::UrlStores::default()))
+        .with_object_store_registry(Arc::new(crate::object_storage::UrlStores::default()))
         .build_arc()
 }
 
@@ -307,7 +307,7 @@ pub async fn run_executor(opts: ExecutorOptions) -> anyhow::Result<()> {
             move |_| {
                 let mut runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
                     .with_object_store_registry(Arc::new(
-                        crate::ingest::object_storage::UrlStores::default(),
+                        crate::object_storage::UrlStores::default(),
                     ));
                 if let Some(dir) = &work_dir {
                     runtime = runtime.with_temp_file_path(dir.clone());
@@ -445,9 +445,9 @@ pub fn scratch(
         && let Some(url) = inputs
             .first()
             .and_then(|i| i.to_str())
-            .filter(|i| crate::ingest::object_storage::is_url(i))
+            .filter(|i| crate::object_storage::is_url(i))
     {
-        let prefix = crate::ingest::object_storage::TempPrefix::near(url)
+        let prefix = crate::object_storage::TempPrefix::near(url)
             .map_err(|e| anyhow::anyhow!("cannot place the views beside {url}: {e}"))?;
         return Ok(Materialize::OnCluster(Arc::new(Scratch::Objects(prefix))));
     }

@@ -310,7 +310,7 @@ fn input_dirs(inputs: &[PathBuf]) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     for p in inputs {
         let text = p.to_string_lossy();
-        if text == "-" || hvaudit::ingest::object_storage::is_url(&text) {
+        if text == "-" || hvaudit::object_storage::is_url(&text) {
             continue;
         }
         let dir = match std::fs::metadata(p) {

@@ -79,7 +79,7 @@ pub struct RuleSettings {
 pub fn session(opts: &EngineOptions) -> Result<SessionContext> {
     // s3://, gs://, az:// and https:// tables (`--in-place` over objects).
     let mut runtime = RuntimeEnvBuilder::new()
-        .with_object_store_registry(Arc::new(crate::ingest::object_storage::UrlStores::default()));
+        .with_object_store_registry(Arc::new(crate::object_storage::UrlStores::default()));
     if let Some(limit) = opts.memory.limit {
         runtime = runtime.with_memory_limit(usize::try_from(limit).unwrap_or(usize::MAX), 1.0);
     }

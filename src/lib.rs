@@ -22,6 +22,8 @@ pub mod finding_store;
 pub mod gate;
 pub mod ingest;
 pub mod layout;
+pub mod log_format;
+pub mod object_storage;
 pub mod output;
 pub mod progress;
 pub mod protocol;

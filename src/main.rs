@@ -54,7 +54,7 @@ fn main() -> ExitCode {
         unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
     }
     if let Some(input) = cli.input() {
-        hvaudit::ingest::object_storage::configure(hvaudit::ingest::object_storage::StoreOptions {
+        hvaudit::object_storage::configure(hvaudit::object_storage::StoreOptions {
             endpoint: input.endpoint.clone(),
         });
     }

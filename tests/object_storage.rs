@@ -282,7 +282,7 @@ fn convert_to_s3_then_audit_in_place_from_s3_equals_the_local_run() {
 fn an_interrupted_upload_leaves_no_object() {
     // Six MiB: a first 5 MiB part is on its way when the writer stops.
     let written = || {
-        let mut writer = hvaudit::ingest::object_storage::ObjectWriter::create_with(
+        let mut writer = hvaudit::object_storage::ObjectWriter::create_with(
             std::sync::Arc::new(store()),
             "partial/events.parquet",
             "s3://logs/partial/events.parquet",

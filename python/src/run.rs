@@ -124,7 +124,7 @@ fn clap_message(e: &clap::Error) -> String {
 
 /// Point the object stores at `--endpoint`, as the binary does at start.
 fn configure_stores(input: &InputArgs) {
-    use hvaudit::ingest::object_storage::{StoreOptions, configure};
+    use hvaudit::object_storage::{StoreOptions, configure};
     configure(StoreOptions {
         endpoint: input.endpoint.clone(),
     });

@@ -8,7 +8,7 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-pub use super::format::{
+pub use crate::log_format::{
     LOG_EXTENSIONS, LogFormat, Skipped, named_like_a_log, not_a_log_reason, opens_a_json_object,
     sniff,
 };
@@ -25,7 +25,7 @@ pub struct Input {
     /// read for that, and read from there on.
     pub stream: Option<Stream>,
     /// An object in a store (`s3://…`), read by ranges.
-    pub object: Option<super::object_storage::RemoteObject>,
+    pub object: Option<crate::object_storage::RemoteObject>,
 }
 
 /// A one-time readable input, opened already (see [`Input::stream`]).
@@ -134,8 +134,8 @@ pub fn expand(
             path: shown.clone(),
             reason,
         };
-        if let Some(url) = p.to_str().filter(|s| super::object_storage::is_url(s)) {
-            let found = super::object_storage::expand(url).map_err(|e| match e.missing {
+        if let Some(url) = p.to_str().filter(|s| crate::object_storage::is_url(s)) {
+            let found = crate::object_storage::expand(url).map_err(|e| match e.missing {
                 true => InputError::RemoteMissing {
                     url: e.url,
                     reason: e.reason,

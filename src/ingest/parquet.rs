@@ -7,7 +7,6 @@ use super::IngestOptions;
 use super::inputs::{Input, LogFormat};
 use super::ndjson::{self, BadLine, Chunk, MAX_REASON_CHARS, ParsedChunk, seq_of};
 use super::normalize::{NormalizeOptions, clip};
-use super::object_storage::{Fetched, RemoteObject};
 use super::parquet_pages::{ChunkPages, GroupName, GroupPlan, PAGE_LINES, chunk_range, plan_group};
 use super::parquet_rows::{Oversized, oversized, short_text};
 use super::row::ChunkRows;
@@ -17,6 +16,7 @@ use super::schema::{
     BAD_LINES, BAD_LINES_V2, EVENTS, EVENTS_V1, EVENTS_V2, EVIDENCE, JSON_COLUMNS, LAYOUT_KEY,
     LAYOUT_V1, LAYOUT_V2, LAYOUT_VERSION, NS_COLUMNS, UNKNOWN_MEMBERS,
 };
+use crate::object_storage::{Fetched, RemoteObject};
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, FixedSizeBinaryArray, Int32Array, Int64Array, StringArray,
 };
@@ -1654,7 +1654,7 @@ mod tests {
     /// object gone, a file of 4 row groups of many pages still decodes.
     #[test]
     fn an_objects_row_groups_decode_from_their_chunks_fetched_once() {
-        use crate::ingest::object_storage::RemoteObject;
+        use crate::object_storage::RemoteObject;
         use object_store::{ObjectStore, ObjectStoreExt, path::Path as ObjectPath};
         let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
         let props = WriterProperties::builder()
@@ -2141,7 +2141,7 @@ mod tests {
 
     #[test]
     fn an_objects_chunk_too_large_to_fetch_is_fetched_without_its_skipped_page() {
-        use crate::ingest::object_storage::RemoteObject;
+        use crate::object_storage::RemoteObject;
         use datafusion::parquet::file::properties::WriterProperties;
         use object_store::{ObjectStore, ObjectStoreExt, path::Path as ObjectPath};
         // Incompressible pages: the payload chunk is larger than a line, so

@@ -176,7 +176,7 @@ impl Files {
                 let url = path.to_str().expect("a URL given as text");
                 (
                     None,
-                    Sink::Object(crate::ingest::object_storage::ObjectWriter::create(url)?),
+                    Sink::Object(crate::object_storage::ObjectWriter::create(url)?),
                 )
             } else {
                 let dir = path
@@ -256,7 +256,7 @@ impl Files {
 /// Where a Parquet file's bytes go: a local temp file, or an object upload.
 enum Sink {
     File(std::fs::File),
-    Object(crate::ingest::object_storage::ObjectWriter),
+    Object(crate::object_storage::ObjectWriter),
 }
 
 impl std::io::Write for Sink {
@@ -277,8 +277,7 @@ impl std::io::Write for Sink {
 
 /// Whether `-o` names an object (`s3://bucket/prefix/`) rather than a path.
 pub fn is_object_url(path: &Path) -> bool {
-    path.to_str()
-        .is_some_and(crate::ingest::object_storage::is_url)
+    path.to_str().is_some_and(crate::object_storage::is_url)
 }
 
 /// Bits of a seq below the shard number: file index (12 bits) and line.

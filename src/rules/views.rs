@@ -31,7 +31,7 @@ pub enum Materialize {
 /// shared filesystem, or a prefix in the object store the inputs are in.
 pub enum Scratch {
     Dir(crate::signals::TempDir),
-    Objects(crate::ingest::object_storage::TempPrefix),
+    Objects(crate::object_storage::TempPrefix),
 }
 
 impl Scratch {
@@ -86,8 +86,8 @@ impl Scratch {
                 writer.close()?;
             }
             Scratch::Objects(_) => {
-                let out = crate::ingest::object_storage::ObjectWriter::create(&file)
-                    .map_err(|e| failed(&e))?;
+                let out =
+                    crate::object_storage::ObjectWriter::create(&file).map_err(|e| failed(&e))?;
                 let mut writer = ArrowWriter::try_new(out, schema, None)?;
                 for b in rows {
                     writer.write(b)?;

@@ -14,7 +14,7 @@
 //! that the AWS tools share. Nothing secret is ever shown: URLs are shown
 //! without user info or query, and store errors lose their query strings.
 
-use super::format::{LogFormat, Skipped, sniff};
+use crate::log_format::{LogFormat, Skipped, sniff};
 use datafusion::execution::object_store::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
 use datafusion::parquet::file::reader::{ChunkReader, Length};
 use futures::StreamExt;
@@ -254,16 +254,16 @@ fn list(
 /// for files in a local directory.
 fn log_object(obj: &RemoteObject) -> Result<(), String> {
     let name = obj.location.filename().unwrap_or_default().to_lowercase();
-    if super::format::named_like_a_log(&name) {
+    if crate::log_format::named_like_a_log(&name) {
         return Ok(());
     }
     let head = obj
         .read_range(0, obj.size.min(4096))
         .map_err(|e| e.to_string())?;
-    if sniff(&head) != LogFormat::Ndjson || super::format::opens_a_json_object(&head) {
+    if sniff(&head) != LogFormat::Ndjson || crate::log_format::opens_a_json_object(&head) {
         Ok(())
     } else {
-        Err(super::format::not_a_log_reason())
+        Err(crate::log_format::not_a_log_reason())
     }
 }
 
