@@ -306,7 +306,7 @@ fn reduced_session(
 async fn audit_parquet_inputs(
     cfg: &AuditConfig,
     catalog: &Catalog,
-    files: &crate::ingest::in_place::ParquetInputs,
+    files: &crate::layout::in_place::ParquetInputs,
     tables: &Tables,
 ) -> Result<Report, AuditError> {
     let ctx = engine::session(&cfg.rule_engine_options())?;
@@ -320,7 +320,7 @@ async fn audit_files(
     cfg: &AuditConfig,
     catalog: &Catalog,
     ctx: &SessionContext,
-    files: &crate::ingest::in_place::ParquetInputs,
+    files: &crate::layout::in_place::ParquetInputs,
     tables: &Tables,
     materialize: &Materialize,
     cluster: Option<&str>,
@@ -342,7 +342,7 @@ async fn audit_files(
 /// numbers swapped, and the views written to a place of the reading's own.
 struct FileReadings<'a> {
     cfg: &'a AuditConfig,
-    files: &'a crate::ingest::in_place::ParquetInputs,
+    files: &'a crate::layout::in_place::ParquetInputs,
     /// The cluster's scheduler, when the audit runs on one.
     cluster: Option<&'a str>,
 }

@@ -9,7 +9,7 @@
 //! and `hvaudit executor` are the same servers with the JSON functions added,
 //! for ad hoc SQL over `payload` on the cluster.
 
-pub use crate::ingest::in_place::{ParquetInputs, register_tables, scan_inputs};
+pub use crate::layout::in_place::{ParquetInputs, register_tables, scan_inputs};
 use ballista::prelude::{SessionConfigExt, SessionContextExt};
 use datafusion::error::Result;
 use datafusion::execution::SessionStateBuilder;

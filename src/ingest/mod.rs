@@ -5,7 +5,6 @@ mod category_column;
 pub mod dedup;
 pub mod evidence;
 pub mod identity;
-pub mod in_place;
 pub mod inputs;
 mod members;
 pub mod ndjson;

@@ -15,9 +15,9 @@ pub mod memory;
 
 use crate::engine;
 pub use crate::engine::MemoryOptions;
-use crate::ingest::in_place::{self, ParquetInputs};
 use crate::ingest::inputs::{self, Input, Skipped, shown_path};
 use crate::ingest::{IngestFailure, IngestOptions, Ingested, ingest_inputs_into};
+use crate::layout::in_place::{self, ParquetInputs};
 use crate::output::{Output, refuse_inputs};
 use crate::report_model::InputSummary;
 use crate::rules::Materialize;
@@ -347,7 +347,7 @@ pub async fn register_files(
     files: &ParquetInputs,
     materialize: &Materialize,
 ) -> datafusion::error::Result<()> {
-    use crate::ingest::in_place::register_tables_placing;
+    use crate::layout::in_place::register_tables_placing;
     match materialize {
         Materialize::OnCluster(scratch) => {
             let place = |rows: &[datafusion::arrow::record_batch::RecordBatch]| {

@@ -4,11 +4,11 @@
 //! the tables this way, and so does a local `audit --in-place`, for logs
 //! larger than memory.
 
-use super::inputs::{self, LogFormat, Skipped};
-use super::parquet::{OwnTable, check_seqs_disjoint, describe_own};
-use super::runs::{self, Overlap};
-use super::schema::{BAD_LINES, EVENTS, EVIDENCE, NS_COLUMNS};
 use crate::InputSummary;
+use crate::ingest::inputs::{self, LogFormat, Skipped};
+use crate::ingest::parquet::{OwnTable, check_seqs_disjoint, describe_own};
+use crate::ingest::runs::{self, Overlap};
+use crate::ingest::schema::{BAD_LINES, EVENTS, EVIDENCE, NS_COLUMNS};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::{Column, DFSchema};
