@@ -526,19 +526,32 @@ pub fn swapped_batches(batches: &[RecordBatch], swaps: &Swaps) -> Vec<RecordBatc
 
 /// The SQL of `events` as reading `swaps` sees it, over the stored table
 /// `stored` (in place and on a cluster): every column as stored but
-/// `version`, exchanged for each swapped pair.
+/// `version`, exchanged for each swapped pair. One `IN` list per version
+/// given (at most 16), each a hash lookup per row: a `CASE seq WHEN ..`
+/// branch per seq compared every row with every swapped seq, and 20 k
+/// conflicting ids made each scan of `events` take minutes.
 pub fn swapped_view(stored: &str, swaps: &Swaps) -> String {
-    let mut cases = String::new();
+    use std::collections::BTreeMap;
+    let mut by_version: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
     for &(first, chosen, version) in swaps {
-        cases.push_str(&format!(
-            " WHEN {first} THEN {version} WHEN {chosen} THEN 1"
-        ));
+        by_version.entry(version).or_default().push(first);
+        by_version.entry(1).or_default().push(chosen);
     }
+    let mut cases = String::new();
+    for (version, seqs) in &by_version {
+        let list: Vec<String> = seqs.iter().map(i64::to_string).collect();
+        cases.push_str(&format!(" WHEN seq IN ({}) THEN {version}", list.join(",")));
+    }
+    let version = if cases.is_empty() {
+        "version".to_string()
+    } else {
+        format!("CAST(CASE{cases} ELSE version END AS INT) AS version")
+    };
     let columns: Vec<String> = crate::ingest::schema::EVENTS
         .fields()
         .iter()
         .map(|f| match f.name().as_str() {
-            "version" => format!("CAST(CASE seq{cases} ELSE version END AS INT) AS version"),
+            "version" => version.clone(),
             name => format!("\"{name}\""),
         })
         .collect();
@@ -576,8 +589,11 @@ mod tests {
 
     #[test]
     fn the_view_exchanges_only_the_swapped_versions() {
-        let sql = swapped_view("events_stored", &vec![(1, 9, 2)]);
-        assert!(sql.contains("CASE seq WHEN 1 THEN 2 WHEN 9 THEN 1 ELSE version END"));
+        let sql = swapped_view("events_stored", &vec![(1, 9, 2), (3, 5, 2), (7, 8, 3)]);
+        assert!(sql.contains(
+            "CASE WHEN seq IN (9,5,8) THEN 1 WHEN seq IN (1,3) THEN 2 WHEN seq IN (7) THEN 3 \
+             ELSE version END"
+        ));
         assert!(sql.starts_with("SELECT \"seq\", "));
         assert!(sql.ends_with(" FROM events_stored"));
     }
