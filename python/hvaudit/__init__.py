@@ -124,9 +124,15 @@ def _words(command: str, options: dict, known: dict, paths: Paths, config: Any) 
     return words
 
 
-def _table(ipc: bytes) -> pa.Table:
-    # The arrays point into `ipc`: no copy is made here.
-    return pa.ipc.open_stream(pa.py_buffer(ipc)).read_all()
+def _table(stream: Any) -> pa.Table:
+    """A ``pyarrow.Table`` of an ``_hvaudit.ArrowStream``, imported through
+    the Arrow C stream interface: its arrays point into the batches Rust
+    computed, no buffer is copied."""
+    if hasattr(pa.RecordBatchReader, "from_stream"):
+        return pa.RecordBatchReader.from_stream(stream).read_all()
+    # pyarrow 14 has the PyCapsule interface but not yet `from_stream`
+    # (15) nor `pa.table` of a stream.
+    return pa.RecordBatchReader._import_from_c_capsule(stream.__arrow_c_stream__()).read_all()
 
 
 def _columns() -> Optional[int]:
@@ -182,7 +188,7 @@ class Report:
     def findings(self) -> pa.Table:
         """One row per finding, the columns of ``--format parquet`` (the JSON
         report's finding fields)."""
-        return _table(self._inner.findings_ipc())
+        return _table(self._inner.findings_arrow())
 
     @functools.cached_property
     def inputs(self) -> pa.Table:
@@ -193,12 +199,12 @@ class Report:
     @functools.cached_property
     def evidence(self) -> pa.Table:
         """The log's ``evidence`` table (as ``hvaudit sql`` shows it)."""
-        return _table(self._inner.evidence_ipc())
+        return _table(self._inner.evidence_arrow())
 
     @functools.cached_property
     def bad_lines(self) -> pa.Table:
         """The log's ``bad_lines`` table: the rejected lines and why."""
-        return _table(self._inner.bad_lines_ipc())
+        return _table(self._inner.bad_lines_arrow())
 
     def write(self, path: Union[str, "os.PathLike[str]"], format: str = "html") -> None:
         """Write the report to ``path`` as ``hvaudit audit --format FORMAT -o

@@ -80,5 +80,6 @@ fn _hvaudit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<run::Report>()?;
     m.add_class::<run::Session>()?;
     m.add_class::<run::Replay>()?;
+    m.add_class::<arrow::ArrowStream>()?;
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! options are the CLI's (`translate`); the tables are opened, audited,
 //! queried and replayed by the library, as the binary does.
 
+use crate::arrow::ArrowStream;
 use crate::cli::{self, Command, InputArgs};
 use crate::config::{self, ArgsError};
 use crate::translate;
@@ -18,7 +19,6 @@ use hvaudit::replay::{ReplayError, ReplayRequest, Scope};
 use hvaudit::report;
 use hvaudit::tables::{Place, Purpose, Tables, TablesError};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -319,22 +319,22 @@ impl Report {
         report::summary_json(&self.inner.report).map_err(other)
     }
 
-    /// The findings as `--format parquet` writes them, as an Arrow IPC stream.
-    fn findings_ipc<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+    /// The findings as `--format parquet` writes them, as an Arrow stream.
+    fn findings_arrow(&self) -> PyResult<ArrowStream> {
         let (schema, batches) = report::findings_batches(&self.inner.report).map_err(other)?;
-        crate::arrow::to_py(py, &schema, &batches)
+        Ok(ArrowStream::new(&schema, batches))
     }
 
-    /// The `evidence` table of the audited log, as an Arrow IPC stream.
-    fn evidence_ipc<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+    /// The `evidence` table of the audited log, as an Arrow stream.
+    fn evidence_arrow(&self) -> ArrowStream {
         let empty = Arc::new(Schema::empty());
-        crate::arrow::to_py(py, &empty, &self.inner.side.evidence)
+        ArrowStream::new(&empty, self.inner.side.evidence.clone())
     }
 
-    /// The `bad_lines` table of the audited log, as an Arrow IPC stream.
-    fn bad_lines_ipc<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+    /// The `bad_lines` table of the audited log, as an Arrow stream.
+    fn bad_lines_arrow(&self) -> ArrowStream {
         let empty = Arc::new(Schema::empty());
-        crate::arrow::to_py(py, &empty, &self.inner.side.bad_lines)
+        ArrowStream::new(&empty, self.inner.side.bad_lines.clone())
     }
 
     /// Write the report to `path` in `format`, as `hvaudit audit --format
@@ -445,8 +445,8 @@ impl Session {
     }
 
     /// Run `query` (several statements separated by `;` run in order) and
-    /// return the last one's rows as an Arrow IPC stream.
-    fn sql<'py>(&self, py: Python<'py>, query_text: String) -> PyResult<Bound<'py, PyBytes>> {
+    /// return the last one's rows as an Arrow stream.
+    fn sql(&self, py: Python<'_>, query_text: String) -> PyResult<ArrowStream> {
         let ctx = self.ctx.clone();
         let task = self.runtime.spawn(async move {
             use crate::sql_statement::{Power, query, split_statements};
@@ -467,7 +467,7 @@ impl Session {
         })?;
         let batches = done.map_err(|e| other(format!("the query stopped: {e}")))??;
         let empty = Arc::new(Schema::empty());
-        crate::arrow::to_py(py, &empty, &batches)
+        Ok(ArrowStream::new(&empty, batches))
     }
 }
 
