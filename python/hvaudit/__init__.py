@@ -193,8 +193,8 @@ class Report:
     @functools.cached_property
     def inputs(self) -> pa.Table:
         """One row per input with its accounting (the JSON report's
-        ``inputs``)."""
-        return pa.Table.from_pylist(self.summary["inputs"])
+        ``inputs``, every count a column even where it is zero)."""
+        return _table(self._inner.inputs_arrow())
 
     @functools.cached_property
     def evidence(self) -> pa.Table:

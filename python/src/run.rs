@@ -325,6 +325,12 @@ impl Report {
         Ok(ArrowStream::new(&schema, batches))
     }
 
+    /// One row per input with its accounting, as an Arrow stream.
+    fn inputs_arrow(&self) -> PyResult<ArrowStream> {
+        let batch = report::inputs_batch(&self.inner.report.inputs).map_err(other)?;
+        Ok(ArrowStream::new(&batch.schema(), vec![batch]))
+    }
+
     /// The `evidence` table of the audited log, as an Arrow stream.
     fn evidence_arrow(&self) -> ArrowStream {
         let empty = Arc::new(Schema::empty());

@@ -11,7 +11,7 @@ import pytest
 import hvaudit
 
 SAMPLES = "samples/incident"
-TABLES = ["findings", "evidence", "bad_lines"]
+TABLES = ["findings", "inputs", "evidence", "bad_lines"]
 
 
 def _capsule_name(capsule) -> bytes:

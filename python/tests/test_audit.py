@@ -73,6 +73,13 @@ def test_inputs_evidence_and_bad_lines_are_tables(sample_report, hvaudit_cli):
         "samples/incident/harmovela-0.2.ndjson",
     ]
     assert sum(inputs.column("events").to_pylist()) == sample_report.summary["accounting"]["events"]
+    # The JSON's inputs, with the counts it leaves out when zero as 0.
+    columns = set(inputs.column_names)
+    for row, listed in zip(inputs.to_pylist(), sample_report.summary["inputs"]):
+        assert set(listed) <= columns
+        assert {k: v for k, v in row.items() if k in listed} == listed
+        assert all(row[k] in (0, None) for k in columns - set(listed))
+    assert {"conflicting_copies", "bad_lines_unlisted"} <= columns
     for name in ("evidence", "bad_lines"):
         table = getattr(sample_report, name)
         assert isinstance(table, pa.Table)

@@ -19,7 +19,7 @@ use std::fmt;
 use std::io::Write;
 use std::str::FromStr;
 
-pub use parquet::findings_batches;
+pub use parquet::{findings_batches, inputs_batch};
 pub use provenance::{Configuration, Provenance, command_line, generation_time};
 pub use text::{PIPED_WIDTH, TextOptions, render_text, terminal_width};
 

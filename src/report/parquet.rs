@@ -232,3 +232,85 @@ mod tests {
         assert_eq!(messages, expected);
     }
 }
+
+/// The report's inputs as one Arrow batch, a row per input: the JSON
+/// report's `inputs` fields, every one a column (the JSON leaves out the
+/// counts that are zero; a table keeps its columns whatever the values).
+pub fn inputs_batch(
+    inputs: &[crate::InputSummary],
+) -> anyhow::Result<datafusion::arrow::record_batch::RecordBatch> {
+    use datafusion::arrow::array::{ArrayRef, StringArray, UInt64Array};
+    let text = |get: fn(&crate::InputSummary) -> Option<&str>| -> ArrayRef {
+        Arc::new(inputs.iter().map(get).collect::<StringArray>())
+    };
+    let count = |get: fn(&crate::InputSummary) -> u64| -> ArrayRef {
+        Arc::new(UInt64Array::from_iter_values(inputs.iter().map(get)))
+    };
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        ("path", text(|i| Some(&i.path))),
+        ("format", text(|i| Some(&i.format))),
+        ("bytes", count(|i| i.bytes)),
+        ("lines", count(|i| i.lines)),
+        ("events", count(|i| i.events)),
+        ("conflicting_copies", count(|i| i.conflicting_copies)),
+        ("redeliveries", count(|i| i.redeliveries)),
+        ("bad_lines", count(|i| i.bad_lines)),
+        ("bad_lines_unlisted", count(|i| i.bad_lines_unlisted)),
+        ("blank_lines", count(|i| i.blank_lines)),
+        ("error", text(|i| i.error.as_deref())),
+    ];
+    let fields: Vec<Field> = (columns.iter())
+        .map(|(name, c)| Field::new(*name, c.data_type().clone(), *name == "error"))
+        .collect();
+    let schema = Arc::new(Schema::new(fields));
+    let arrays = columns.into_iter().map(|(_, c)| c).collect();
+    Ok(datafusion::arrow::record_batch::RecordBatch::try_new(
+        schema, arrays,
+    )?)
+}
+
+#[cfg(test)]
+mod inputs_tests {
+    use super::*;
+    use datafusion::arrow::array::AsArray;
+    use datafusion::arrow::datatypes::UInt64Type;
+
+    #[test]
+    fn every_count_is_a_column_even_when_zero() {
+        let a = crate::InputSummary {
+            path: "a.ndjson".into(),
+            format: "ndjson".into(),
+            lines: 3,
+            events: 3,
+            ..Default::default()
+        };
+        let b = crate::InputSummary {
+            path: "b.ndjson.gz".into(),
+            error: Some("truncated".into()),
+            conflicting_copies: 1,
+            ..a.clone()
+        };
+        let batch = inputs_batch(&[a, b]).unwrap();
+        assert_eq!(batch.num_rows(), 2);
+        let names: std::collections::BTreeSet<&str> = (batch.schema_ref().fields().iter())
+            .map(|f| f.name().as_str())
+            .collect();
+        // The JSON report's fields, all of them.
+        let json = serde_json::to_value(crate::InputSummary {
+            conflicting_copies: 1,
+            bad_lines_unlisted: 1,
+            ..Default::default()
+        })
+        .unwrap();
+        let keys: std::collections::BTreeSet<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
+        assert_eq!(names, keys);
+        let copies = batch.column_by_name("conflicting_copies").unwrap();
+        assert_eq!(copies.as_primitive::<UInt64Type>().values(), &[0, 1]);
+        assert_eq!(batch.column_by_name("error").unwrap().null_count(), 1);
+    }
+}
