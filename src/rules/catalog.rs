@@ -202,9 +202,6 @@ impl Catalog {
         }
     }
 
-    /// Remove the view `name` if it is still the embedded one (not replaced
-    /// from a user directory), for a caller that registers its own table of
-    /// the same meaning; whether it did.
     /// Whether every view and rule is one hvaudit ships, as it ships it
     /// (none of the user's own, none replaced).
     pub fn all_shipped(&self) -> bool {
@@ -213,6 +210,9 @@ impl Catalog {
         all.all(|(f, s)| is_shipped(f, s))
     }
 
+    /// Remove the view `name` if it is still the embedded one (not replaced
+    /// from a user directory), for a caller that registers its own table of
+    /// the same meaning; whether it did.
     pub fn remove_embedded_view(&mut self, name: &str) -> bool {
         let Some(at) = self.views.iter().position(|v| v.name == name) else {
             return false;
@@ -225,6 +225,20 @@ impl Catalog {
             self.views.remove(at);
         }
         embedded
+    }
+
+    /// Put the embedded view `name` back, first, where the catalog lacks a
+    /// view of that name (for one that reads no other view, as `ev`).
+    pub fn restore_embedded_view(&mut self, name: &str) {
+        if self.views.iter().any(|v| v.name == name) {
+            return;
+        }
+        let embedded = (embedded::VIEWS.iter())
+            .filter_map(|(file, text)| parse_view(file, text).ok())
+            .find(|v| v.name == name);
+        if let Some(view) = embedded {
+            self.views.insert(0, view);
+        }
     }
 
     /// Add a user directory: `*.sql` files are rules, except those under a
