@@ -270,26 +270,23 @@ impl rules::readings::Sessions for LoadedReadings<'_> {
     fn reduced<'a>(
         &'a self,
         part: &'a rules::readings::Neighbourhood,
-        swaps: &'a rules::readings::Swaps,
     ) -> BoxFuture<'a, datafusion::error::Result<SessionContext>> {
-        Box::pin(async move { reduced_session(self.cfg, part, swaps, self.indexed) })
+        Box::pin(async move { reduced_session(self.cfg, part) })
     }
 }
 
-/// A session in memory over a reading's neighbourhood, `swaps` applied,
-/// `log_end` the whole log's (`readings::Neighbourhood`).
+/// A session in memory over a reading's neighbourhood, `log_end` the whole
+/// log's (`readings::Neighbourhood`).
 fn reduced_session(
     cfg: &AuditConfig,
     part: &rules::readings::Neighbourhood,
-    swaps: &rules::readings::Swaps,
-    indexed: bool,
 ) -> datafusion::error::Result<SessionContext> {
-    let events = rules::readings::swapped_batches(&part.events, swaps);
+    let events = part.events.clone();
     let tables = Ingested {
         evidence: part.evidence.clone(),
         ..Default::default()
     };
-    let ctx = loaded_session(cfg, &events, &tables, indexed)
+    let ctx = loaded_session(cfg, &events, &tables, false)
         .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
     if let Some(first) = part.log_end.first() {
         let table =
@@ -388,10 +385,9 @@ impl rules::readings::Sessions for FileReadings<'_> {
     fn reduced<'a>(
         &'a self,
         part: &'a rules::readings::Neighbourhood,
-        swaps: &'a rules::readings::Swaps,
     ) -> BoxFuture<'a, datafusion::error::Result<SessionContext>> {
-        // In memory, as a loaded audit's: `ev` from its view file.
-        Box::pin(async move { reduced_session(self.cfg, part, swaps, false) })
+        // In memory, as a loaded audit's.
+        Box::pin(async move { reduced_session(self.cfg, part) })
     }
 }
 

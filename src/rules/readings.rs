@@ -27,12 +27,11 @@ pub trait Sessions: Sync {
         reading: u32,
     ) -> futures::future::BoxFuture<'a, Result<(SessionContext, super::views::Materialize)>>;
 
-    /// A session, in memory, over the rows of a [`Neighbourhood`] with
-    /// `swaps` applied (the log's end fixed from the whole log).
+    /// A session, in memory, over the rows of a [`Neighbourhood`] (the
+    /// log's end fixed from the whole log; `ev` left to its view).
     fn reduced<'a>(
         &'a self,
         part: &'a Neighbourhood,
-        swaps: &'a Swaps,
     ) -> futures::future::BoxFuture<'a, Result<SessionContext>>;
 }
 
@@ -54,8 +53,37 @@ pub struct Neighbourhood {
     pub log_end: Vec<RecordBatch>,
 }
 
+impl Neighbourhood {
+    /// The rows reading `swaps` exchanges, numbered both as the reading of
+    /// version 1 numbers them and as this reading does: what tells whether
+    /// a query can read this reading differently.
+    pub fn swapped_rows(&self, swaps: &Swaps) -> Result<Vec<RecordBatch>> {
+        use datafusion::arrow::array::BooleanArray;
+        let at = crate::ingest::schema::events_col;
+        let wanted: std::collections::HashSet<i64> = (swaps.iter())
+            .flat_map(|&(first, chosen, _)| [first, chosen])
+            .collect();
+        let mut rows = Vec::new();
+        for b in &self.events {
+            let seqs = b.column(at("seq")).as_primitive::<Int64Type>();
+            let mask: BooleanArray = (seqs.values().iter())
+                .map(|s| Some(wanted.contains(s)))
+                .collect();
+            if mask.true_count() > 0 {
+                rows.push(datafusion::arrow::compute::filter_record_batch(b, &mask)?);
+            }
+        }
+        let swapped = swapped_batches(&rows, swaps);
+        rows.extend(swapped);
+        Ok(rows)
+    }
+}
+
 /// Past this share of the log, the neighbourhood is not worth taking
-/// apart: readings run over the whole log. The sets of ids, tasks, tokens
+/// apart: readings run over the whole log. Its rows (of the first 16
+/// versions) are weighed against all the log's rows, every version: what a
+/// reading of the whole log reads (16 k versions of one id make a
+/// neighbourhood of 16 rows, not most of the log). The sets of ids, tasks, tokens
 /// and facts it is found by are held to the same share, so that no query
 /// names more values than the log has rows.
 const MOST: f64 = 0.2;
@@ -133,7 +161,7 @@ pub async fn neighbourhood(
         || count(
             ctx,
             format!(
-                "SELECT count(*) FROM events WHERE task_id IN ({})",
+                "SELECT count(*) FROM events WHERE task_id IN ({}) AND version <= {MAX_READING}",
                 quoted(&tasks)
             ),
         )
@@ -444,7 +472,8 @@ impl Conflicts {
     }
 }
 
-/// How many events belong to `tasks` or name one of them as parent. Asked
+/// How many rows of the first 16 versions (those a neighbourhood holds)
+/// belong to `tasks` or name one of them as parent. Asked
 /// once the family is complete, and before the token holders join it when
 /// it already names many tasks (the set only grows, so the answer is the
 /// same; a family that is most of the log is given up three scans sooner).
@@ -453,7 +482,8 @@ async fn family_events(
     tasks: &std::collections::BTreeSet<String>,
 ) -> Result<usize> {
     let sql = format!(
-        "SELECT count(*) FROM events WHERE task_id IN ({0}) OR parent_task_id IN ({0})",
+        "SELECT count(*) FROM events WHERE (task_id IN ({0}) OR parent_task_id IN ({0})) \
+         AND version <= {MAX_READING}",
         quoted(tasks)
     );
     Ok(count(ctx, sql).await? as usize)

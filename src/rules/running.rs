@@ -154,9 +154,6 @@ async fn read_later_versions(
     // reading: findings of two readings are told apart by their text,
     // which a narrower one could change at its edge.
     let whole = std::env::var("HVAUDIT_READINGS").is_ok_and(|v| v == "full");
-    // Over a neighbourhood, the log's end is the whole log's.
-    let mut reduced_catalog = reading_catalog.clone();
-    reduced_catalog.remove_embedded_view("log_end");
     let mut part: Option<readings::Neighbourhood> = None;
     if !whole && catalog.all_shipped() {
         let started = std::time::Instant::now();
@@ -169,55 +166,13 @@ async fn read_later_versions(
             None => "neighbourhood (most of the log: the whole log is read)".into(),
         };
         crate::progress::timing("reading", &what, started);
-        if let Some(part) = &part {
-            // Version 1 over the neighbourhood: what every reading is told
-            // apart from (besides the whole log's own findings).
-            let session = sessions.reduced(part, &Vec::new()).await?;
-            let Evaluated { rows, errors } = evaluate(
-                &session,
-                &reduced_catalog,
-                &rule_index,
-                &Materialize::InMemory,
-                &quiet,
-                strings,
-            )
-            .await;
-            added.errors.extend(errors);
-            seen.extend(rows.iter().map(key));
-        }
     }
-    if part.is_none() {
-        // Each reading of the whole log computes its own views: the
-        // version-1 session lets go of its own (and of `ev`) first, so
-        // that two sets are never held at once (`resolve` reads `events`).
-        for name in catalog.views.iter().map(|v| v.name.as_str()).chain(["ev"]) {
-            ctx.deregister_table(name)?;
-        }
-    }
-    for k in readings.clone() {
-        let started = std::time::Instant::now();
-        let swaps = conflicts.swaps(k);
-        let (session, materialize, catalog) = match &part {
-            Some(part) => (
-                sessions.reduced(part, &swaps).await?,
-                Materialize::InMemory,
-                &reduced_catalog,
-            ),
-            None => {
-                let (session, materialize) = sessions.session(&swaps, k).await?;
-                (session, materialize, &reading_catalog)
-            }
-        };
-        let Evaluated { rows, errors } = evaluate(
-            &session,
-            catalog,
-            &rule_index,
-            &materialize,
-            &quiet,
-            strings,
-        )
-        .await;
-        crate::progress::timing("reading", &format!("version {k}"), started);
+    // A reading's rows that no earlier one gave, and its errors.
+    let note = |added: &mut Evaluated,
+                seen: &mut std::collections::HashSet<_>,
+                k: u32,
+                rows: Vec<FindingRow>,
+                errors: Vec<(String, String)>| {
         added.errors.extend(errors.into_iter().map(|(what, e)| {
             let e = format!("{e} (in the reading of version {k} of the conflicting ids)");
             (what, e)
@@ -227,6 +182,65 @@ async fn read_later_versions(
                 row.reading = Some(k);
                 added.rows.push(row);
             }
+        }
+    };
+    if let Some(part) = &part {
+        // Over a neighbourhood: the log's end is the whole log's, `ev` its
+        // view over `events`, and every query planned once.
+        let started = std::time::Instant::now();
+        let mut reduced_catalog = reading_catalog.clone();
+        reduced_catalog.remove_embedded_view("log_end");
+        reduced_catalog.restore_embedded_view("ev");
+        let session = sessions.reduced(part).await?;
+        let (planned, errors) =
+            super::planned::Planned::new(session, part, &reduced_catalog, &rule_index).await?;
+        // Version 1 over the neighbourhood: what every reading is told
+        // apart from (besides the whole log's own findings). What fails
+        // here fails in every reading: said once.
+        let first_run = planned.first(strings).await;
+        crate::progress::timing("reading", "version 1 (planned once)", started);
+        added.errors.extend(errors);
+        added.errors.extend(first_run.errors);
+        seen.extend(first_run.rows.iter().map(key));
+        let failed: std::collections::HashSet<String> =
+            added.errors.iter().map(|(what, _)| what.clone()).collect();
+        for k in readings.clone() {
+            let started = std::time::Instant::now();
+            let run = planned.reading(part, &conflicts.swaps(k), strings).await?;
+            let what = format!(
+                "version {k} ({} of {} rules, {} views run)",
+                run.rules_run,
+                reduced_catalog.rules.len(),
+                run.views_run
+            );
+            crate::progress::timing("reading", &what, started);
+            let errors = (run.errors.into_iter())
+                .filter(|(what, _)| !failed.contains(what))
+                .collect();
+            note(&mut added, &mut seen, k, run.rows, errors);
+        }
+    } else {
+        // Each reading of the whole log computes its own views: the
+        // version-1 session lets go of its own (and of `ev`) first, so
+        // that two sets are never held at once (`resolve` reads `events`).
+        for name in catalog.views.iter().map(|v| v.name.as_str()).chain(["ev"]) {
+            ctx.deregister_table(name)?;
+        }
+        for k in readings.clone() {
+            let started = std::time::Instant::now();
+            let swaps = conflicts.swaps(k);
+            let (session, materialize) = sessions.session(&swaps, k).await?;
+            let Evaluated { rows, errors } = evaluate(
+                &session,
+                &reading_catalog,
+                &rule_index,
+                &materialize,
+                &quiet,
+                strings,
+            )
+            .await;
+            crate::progress::timing("reading", &format!("version {k}"), started);
+            note(&mut added, &mut seen, k, rows, errors);
         }
     }
     let made = readings::Made {
@@ -372,7 +386,7 @@ fn with_hint(e: &str) -> String {
 
 /// A spawned query that stops when its run is dropped (e.g. a cluster audit
 /// given up at its --timeout), instead of running on in the background.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+pub(super) struct AbortOnDrop<T>(pub(super) tokio::task::JoinHandle<T>);
 
 impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
@@ -425,13 +439,13 @@ fn reading_ev(ctx: &SessionContext, catalog: &Catalog) -> (Catalog, Vec<u32>) {
 /// Which views each view and rule reads (by index into the catalog's
 /// views), from the table names in its SQL. A query that does not parse
 /// depends on nothing; running it reports the parse error.
-struct Dependencies {
-    views: Vec<Vec<usize>>,
-    rules: Vec<Vec<usize>>,
+pub(super) struct Dependencies {
+    pub(super) views: Vec<Vec<usize>>,
+    pub(super) rules: Vec<Vec<usize>>,
 }
 
 impl Dependencies {
-    fn of(ctx: &SessionContext, catalog: &Catalog) -> Dependencies {
+    pub(super) fn of(ctx: &SessionContext, catalog: &Catalog) -> Dependencies {
         let state = ctx.state();
         let dialect = state.config().options().sql_parser.dialect;
         let reads = |sql: &str, itself: Option<usize>| -> Vec<usize> {
@@ -475,7 +489,7 @@ impl Dependencies {
 /// the pool does not count (decoded Parquet pages, streamed batches), and
 /// the 6 GB in-place audit under 2G peaked at 3.0-4.5 GB with 3 at once,
 /// 2.35 GB with 2, in the same time.
-fn jobs_at_once(memory_limited: bool) -> usize {
+pub(super) fn jobs_at_once(memory_limited: bool) -> usize {
     let given = std::env::var("HVAUDIT_RULES_AT_ONCE").ok().and_then(|v| {
         let n = v.parse().ok().filter(|n| *n > 0);
         if n.is_none() {
@@ -519,7 +533,7 @@ async fn run_one(
 
 /// Append the rows of one result batch to `rows`, checking the columns a
 /// rule must return.
-fn add_rows(
+pub(super) fn add_rows(
     b: &RecordBatch,
     rule: &catalog::Rule,
     index: u32,
