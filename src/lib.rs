@@ -25,6 +25,7 @@ pub mod layout;
 pub mod log_format;
 pub mod object_storage;
 pub mod output;
+pub mod parquet_output;
 pub mod progress;
 pub mod protocol;
 pub mod read_only;

@@ -50,7 +50,7 @@ pub(super) fn render(
             super::clean(&c.summary()).into_owned(),
         ));
     }
-    let props = crate::output::parquet_properties()
+    let props = crate::parquet_output::properties()
         .set_max_row_group_row_count(Some(ROWS))
         .set_key_value_metadata(Some(metadata))
         .build();
