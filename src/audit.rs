@@ -6,7 +6,7 @@ use crate::finding_store::Findings;
 use crate::ingest::Ingested;
 use crate::ingest::inputs::InputError;
 use crate::protocol::SpecMode;
-use crate::report_model::{InputSummary, Report, Span, TimeBucket};
+use crate::report::model::{InputSummary, Report, Span, TimeBucket};
 use crate::rules::{
     self, Materialize,
     catalog::{Catalog, FileError},

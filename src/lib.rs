@@ -31,7 +31,6 @@ pub mod protocol;
 pub mod read_only;
 pub mod replay;
 pub mod report;
-pub mod report_model;
 pub mod rule_cases;
 pub mod rules;
 pub mod signals;
@@ -40,5 +39,8 @@ pub mod tables;
 pub use audit::{Audit, AuditConfig, AuditError};
 pub use finding::{Finding, Location, Severity};
 pub use finding_store::{FindingKey, Findings};
-pub use report_model::{InputSummary, Report, RuleMeta};
+pub use report::model::{InputSummary, Report, RuleMeta};
 pub use tables::{ReadingOptions, Tables};
+
+// The report model's former path, still named by `rules/readings.rs`.
+pub(crate) use report::model as report_model;

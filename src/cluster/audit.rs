@@ -4,7 +4,7 @@
 //! (`crate::audit`, over the session this gives it).
 
 use super::{Disturbed, Scratch, Stalled, disturbance, within};
-use crate::report_model::Report;
+use crate::report::model::Report;
 use datafusion::prelude::SessionContext;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

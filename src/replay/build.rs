@@ -11,7 +11,7 @@ use crate::audit::{AuditConfig, AuditError};
 use crate::engine::DEFAULT_DECISION_TYPES;
 use crate::finding::Finding;
 use crate::finding_store::Findings;
-use crate::report_model::{Report, Span};
+use crate::report::model::{Report, Span};
 use chrono::DateTime;
 use datafusion::arrow::array::Int64Array;
 use datafusion::error::Result;

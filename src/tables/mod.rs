@@ -19,7 +19,7 @@ use crate::ingest::inputs::{self, Input, Skipped, shown_path};
 use crate::ingest::{IngestFailure, IngestOptions, Ingested, ingest_inputs_into};
 use crate::layout::in_place::{self, ParquetInputs};
 use crate::output::{Output, refuse_inputs};
-use crate::report_model::InputSummary;
+use crate::report::model::InputSummary;
 use crate::rules::Materialize;
 use datafusion::prelude::SessionContext;
 use std::path::{Path, PathBuf};
