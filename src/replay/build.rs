@@ -436,7 +436,7 @@ mod tests {
     use super::*;
     use crate::ingest::{IngestOptions, ingest};
 
-    /// A task of the 0.2 dialect with an optional parent.
+    /// A task of spec version 0.2 with an optional parent.
     fn line(n: usize, task: &str, parent: Option<&str>) -> String {
         let mut v = serde_json::json!({
             "spec_version": "0.2", "id": format!("e{n}"), "type": "task.submitted",

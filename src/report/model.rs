@@ -13,7 +13,8 @@ pub struct RuleMeta {
     pub id: String,
     pub severity: Severity,
     pub family: String,
-    /// "any", "0.1" or "0.2".
+    /// The spec version whose semantics the rule checks (the header's
+    /// `dialect`, a key of the reports): "any", "0.1" or "0.2".
     pub dialect: String,
     pub summary: String,
     pub spec: String,
