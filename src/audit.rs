@@ -1,11 +1,12 @@
 //! The front door: configure an audit, run it, get a `Report`.
 
+use crate::cluster::{Disturbed, Stalled};
 use crate::engine::{self, EngineOptions, RuleSettings};
 use crate::finding_store::Findings;
 use crate::ingest::Ingested;
 use crate::ingest::inputs::InputError;
 use crate::protocol::SpecMode;
-use crate::report_model::{InputSummary, Report, Span, TimeBucket};
+use crate::report::model::{InputSummary, Report, Span, TimeBucket};
 use crate::rules::{
     self, Materialize,
     catalog::{Catalog, FileError},
@@ -195,7 +196,15 @@ pub(crate) async fn audit_tables(
         Place::OnDisk(disk) => audit_parquet_inputs(cfg, catalog, &disk.files, tables).await,
         Place::InPlace(files) => audit_parquet_inputs(cfg, catalog, files, tables).await,
         #[cfg(feature = "cluster")]
-        Place::Cluster(c) => audit_cluster(cfg, catalog, c, tables).await,
+        Place::Cluster(c) => {
+            let url = c.url.as_str();
+            let rules = async |ctx: SessionContext, scratch| {
+                let views = Materialize::OnCluster(scratch);
+                audit_files(cfg, catalog, &ctx, &c.files, tables, &views, Some(url)).await
+            };
+            let spill_dir = cfg.reading.memory.spill_dir.as_deref();
+            crate::cluster::audit(url, c.timeout, spill_dir, &cfg.reading.inputs, rules).await
+        }
     }
 }
 
@@ -356,12 +365,12 @@ impl rules::readings::Sessions for FileReadings<'_> {
                 #[cfg(feature = "cluster")]
                 Some(url) => {
                     let failed = |e: anyhow::Error| DataFusionError::Execution(format!("{e:#}"));
-                    let ctx = crate::cluster::connect(url).await.map_err(failed)?;
-                    let scratch = crate::cluster::scratch(
-                        self.cfg.reading.memory.spill_dir.as_deref(),
-                        &self.cfg.reading.inputs,
-                    );
-                    (ctx, scratch.map_err(failed)?)
+                    let spill_dir = self.cfg.reading.memory.spill_dir.as_deref();
+                    let (ctx, scratch) =
+                        crate::cluster::session(url, spill_dir, &self.cfg.reading.inputs)
+                            .await
+                            .map_err(failed)?;
+                    (ctx, Materialize::OnCluster(scratch))
                 }
                 _ => {
                     let ctx = engine::session(&self.cfg.rule_engine_options())?;
@@ -391,69 +400,19 @@ impl rules::readings::Sessions for FileReadings<'_> {
     }
 }
 
-/// Run the rules on a Ballista cluster over `convert`'s Parquet; the
-/// report is assembled here. A run that has not finished after the
-/// cluster's timeout is given up (`AuditError::Stalled`).
+/// How a cluster audit makes and reads an audit's errors.
 #[cfg(feature = "cluster")]
-async fn audit_cluster(
-    cfg: &AuditConfig,
-    catalog: &Catalog,
-    cluster: &crate::tables::OnCluster,
-    tables: &Tables,
-) -> Result<Report, AuditError> {
-    let usage = |e: anyhow::Error| AuditError::Usage(format!("{e:#}"));
-    let url = cluster.url.as_str();
-    let views =
-        crate::cluster::scratch(cfg.reading.memory.spill_dir.as_deref(), &cfg.reading.inputs)
-            .map_err(usage)?;
-    let run = async {
-        let ctx = crate::cluster::connect(url).await.map_err(usage)?;
-        audit_files(
-            cfg,
-            catalog,
-            &ctx,
-            &cluster.files,
-            tables,
-            &views,
-            Some(url),
-        )
-        .await
-    };
-    let disturbed = |cause: &str| Disturbed {
-        url: url.to_string(),
-        cause: cause.chars().take(400).collect(),
-    };
-    match within(url, cluster.timeout, run).await? {
-        Ok(report) => match report.rule_errors.iter().find(|(_, e)| disturbance(e)) {
-            Some((rule, e)) => Err(disturbed(&format!("{rule}: {e}")).into()),
-            None => Ok(report),
-        },
-        Err(AuditError::Engine(e)) if disturbance(&e.to_string()) => {
-            Err(disturbed(&e.to_string()).into())
-        }
-        Err(e) => Err(e),
+impl crate::cluster::AuditFailure for AuditError {
+    fn setup(e: anyhow::Error) -> AuditError {
+        AuditError::Usage(format!("{e:#}"))
     }
-}
 
-/// Whether a query error on a cluster says that the cluster was disturbed
-/// while the job ran, rather than that the query cannot run: Ballista 55's
-/// words for a job cancelled (`hvaudit scheduler` cancels the running jobs
-/// when it loses an executor), a task or stage that failed as often as the
-/// scheduler allows (a `FetchPartitionError` among them: shuffle output
-/// lost with its executor), executors lost, and results that cannot be
-/// fetched from an executor that is gone.
-pub fn disturbance(error: &str) -> bool {
-    const SIGNS: [&str; 8] = [
-        "failed: Cancelled",
-        "times, most recent failure reason",
-        "times, fail the stage",
-        "FetchPartitionError",
-        "FetchFailed",
-        "ResultLost",
-        "executors were lost",
-        "GrpcConnectionError",
-    ];
-    SIGNS.iter().any(|sign| error.contains(sign))
+    fn engine_message(&self) -> Option<String> {
+        match self {
+            AuditError::Engine(e) => Some(e.to_string()),
+            _ => None,
+        }
+    }
 }
 
 impl From<crate::tables::TablesError> for AuditError {
@@ -462,62 +421,6 @@ impl From<crate::tables::TablesError> for AuditError {
             crate::tables::TablesError::Input(e) => AuditError::Input(e),
             crate::tables::TablesError::Usage(e) => AuditError::Usage(e),
         }
-    }
-}
-
-/// A cluster audit during which an executor was lost or a task failed.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "the cluster at {url} was disturbed during the audit, so there is no report: an executor \
-     was lost or a task failed while the rules ran, and Ballista's re-run of the lost work can \
-     deliver rows twice; run the audit again once every executor runs (docs/cluster.md, \
-     \"When an executor dies\"). Cause: {cause}"
-)]
-pub struct Disturbed {
-    pub url: String,
-    pub cause: String,
-}
-
-/// `work` on the cluster at `url`, given up after `timeout`: on a cluster
-/// without executors, or whose executors are all lost, or with a stuck job,
-/// the job stays queued or running and Ballista's client waits forever.
-pub async fn within<F: std::future::Future>(
-    url: &str,
-    timeout: std::time::Duration,
-    work: F,
-) -> std::result::Result<F::Output, Stalled> {
-    tokio::time::timeout(timeout, work)
-        .await
-        .map_err(|_| Stalled {
-            url: url.to_string(),
-            timeout,
-        })
-}
-
-/// A cluster run that did not finish within its `--timeout`.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "the cluster at {url} did not finish within {} (--timeout): no executor may have joined \
-     the scheduler, all executors may be lost, or a job is stuck; check that `hvaudit executor` \
-     processes run and the scheduler's log, then run again (a larger log may need a longer --timeout)",
-    humanize(.timeout)
-)]
-pub struct Stalled {
-    pub url: String,
-    pub timeout: std::time::Duration,
-}
-
-/// The timeout as it was likely written: 90 s, 5 min, 2 h.
-fn humanize(d: &std::time::Duration) -> String {
-    let s = d.as_secs();
-    if s == 0 {
-        format!("{} ms", d.as_millis())
-    } else if s.is_multiple_of(3600) {
-        format!("{} h", s / 3600)
-    } else if s.is_multiple_of(60) {
-        format!("{} min", s / 60)
-    } else {
-        format!("{s} s")
     }
 }
 

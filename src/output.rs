@@ -260,12 +260,3 @@ pub fn refuse_binary_to_terminal(path: Option<&Path>) -> anyhow::Result<()> {
     }
     Ok(())
 }
-
-/// How every Parquet output is written (convert's tables, `sql` results,
-/// the findings): zstd at level 3, fast to write and well compressed.
-pub fn parquet_properties() -> datafusion::parquet::file::properties::WriterPropertiesBuilder {
-    use datafusion::parquet::basic::{Compression, ZstdLevel};
-    let level = ZstdLevel::try_new(3).expect("3 is a zstd level");
-    datafusion::parquet::file::properties::WriterProperties::builder()
-        .set_compression(Compression::ZSTD(level))
-}

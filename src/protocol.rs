@@ -6,7 +6,8 @@
 /// Which runtime-semantics rules apply to tasks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum SpecMode {
-    /// Each task by the dialect of its first event.
+    /// Each task by the spec version of its first event (its `dialect`
+    /// column).
     #[default]
     Auto,
     /// AEP 0.1 child-first semantics for every task (early 0.2 runtimes).

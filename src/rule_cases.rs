@@ -22,7 +22,7 @@
 
 use crate::audit::{Audit, AuditConfig};
 use crate::protocol::{SpecMode, TokenFormat};
-use crate::report_model::Report;
+use crate::report::model::Report;
 use std::path::{Path, PathBuf};
 
 /// The directory of the cases under a rule directory.

@@ -4,11 +4,11 @@
 use crate::common::hvaudit;
 use chrono::{DateTime, TimeZone, Utc};
 use hvaudit::finding::{BaselineState, Suppression, TimelineEntry};
+use hvaudit::report::model::{BaselineUsed, EntryUse, Gate, Span, SuppressionsUsed, TimeBucket};
 use hvaudit::report::{
     Configuration, Provenance, RenderOptions, ReportFormat, TextOptions, render, render_text,
     render_with,
 };
-use hvaudit::report_model::{BaselineUsed, EntryUse, Gate, Span, SuppressionsUsed, TimeBucket};
 use hvaudit::{Finding, InputSummary, Location, Report, RuleMeta, Severity};
 use serde_json::Value;
 

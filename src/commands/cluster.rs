@@ -1,5 +1,5 @@
 //! `hvaudit scheduler` and `hvaudit executor`: Ballista's servers with the
-//! JSON functions added (see cluster.rs).
+//! JSON functions added (see src/cluster/servers.rs).
 
 use crate::cli::{ExecutorArgs, SchedulerArgs};
 use hvaudit::cluster::{self, ExecutorOptions};

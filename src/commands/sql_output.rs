@@ -164,7 +164,7 @@ pub fn write_batches(
 /// output it can own, and the result is held in memory already.
 fn parquet_file(schema: SchemaRef, batches: &[RecordBatch]) -> anyhow::Result<Vec<u8>> {
     use datafusion::parquet::arrow::ArrowWriter;
-    let props = hvaudit::output::parquet_properties().build();
+    let props = hvaudit::parquet_output::properties().build();
     let mut w = ArrowWriter::try_new(Vec::new(), schema, Some(props))?;
     for b in batches {
         w.write(b)?;

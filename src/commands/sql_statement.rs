@@ -109,7 +109,7 @@ pub async fn on_time<T>(
     work: impl std::future::Future<Output = anyhow::Result<T>>,
 ) -> anyhow::Result<T> {
     match limit {
-        Some((url, timeout)) => hvaudit::audit::within(url, timeout, work).await?,
+        Some((url, timeout)) => hvaudit::cluster::within(url, timeout, work).await?,
         None => work.await,
     }
 }

@@ -7,7 +7,7 @@ pub mod suppressions;
 
 use crate::finding::{BaselineState, Severity};
 use crate::finding_store::Mark;
-use crate::report_model::{BaselineUsed, Report, SuppressionsUsed};
+use crate::report::model::{BaselineUsed, Report, SuppressionsUsed};
 use baseline::Baseline;
 use chrono::NaiveDate;
 use suppressions::Suppressions;
@@ -110,8 +110,8 @@ pub fn apply(report: &mut Report, opts: GateOptions) {
 pub fn stale_entries(
     report: &Report,
 ) -> (
-    Vec<&crate::report_model::EntryUse>,
-    Vec<&crate::report_model::EntryUse>,
+    Vec<&crate::report::model::EntryUse>,
+    Vec<&crate::report::model::EntryUse>,
 ) {
     let Some(s) = &report.gate.suppressions else {
         return (Vec::new(), Vec::new());

@@ -15,7 +15,7 @@
 
 use crate::finding::{Finding, Suppression};
 use crate::ingest::inputs::shown_path;
-use crate::report_model::EntryUse;
+use crate::report::model::EntryUse;
 use chrono::NaiveDate;
 use serde::Deserialize;
 use std::path::Path;

@@ -24,7 +24,7 @@ pub mod time;
 pub mod token;
 
 use crate::protocol::TokenFormat;
-use crate::report_model::InputSummary;
+use crate::report::model::InputSummary;
 use datafusion::arrow::array::{FixedSizeBinaryBuilder, Int64Builder, StringBuilder};
 use datafusion::arrow::record_batch::RecordBatch;
 use inputs::{Input, InputError, LogFormat, Skipped};

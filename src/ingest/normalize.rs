@@ -300,6 +300,7 @@ impl<'a> RowBuilder<'a> {
         } = self;
         row.seq = seq;
         row.src_line = src_line;
+        // The `dialect` column: the spec version the line is read as.
         row.dialect = match (&row.spec_version, &row.aep_version) {
             (Some(v), _) if v.starts_with("0.1") => "0.1",
             (Some(_), _) => "0.2",

@@ -189,7 +189,7 @@ impl Files {
                 let file = tmp.reopen()?;
                 (Some(tmp), Sink::File(file))
             };
-            let props = crate::output::parquet_properties()
+            let props = crate::parquet_output::properties()
                 .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
                 .set_key_value_metadata(Some(vec![
                     KeyValue::new(LAYOUT_KEY.into(), LAYOUT_VERSION.to_string()),

@@ -11,7 +11,7 @@ use crate::audit::{AuditConfig, AuditError};
 use crate::engine::DEFAULT_DECISION_TYPES;
 use crate::finding::Finding;
 use crate::finding_store::Findings;
-use crate::report_model::{Report, Span};
+use crate::report::model::{Report, Span};
 use chrono::DateTime;
 use datafusion::arrow::array::Int64Array;
 use datafusion::error::Result;
@@ -436,7 +436,7 @@ mod tests {
     use super::*;
     use crate::ingest::{IngestOptions, ingest};
 
-    /// A task of the 0.2 dialect with an optional parent.
+    /// A task of spec version 0.2 with an optional parent.
     fn line(n: usize, task: &str, parent: Option<&str>) -> String {
         let mut v = serde_json::json!({
             "spec_version": "0.2", "id": format!("e{n}"), "type": "task.submitted",

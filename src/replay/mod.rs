@@ -14,7 +14,7 @@ mod state;
 
 use crate::audit::{AuditConfig, AuditError, audit_tables, block_on};
 use crate::finding::{Finding, fmt_instant};
-use crate::report_model::Span;
+use crate::report::model::Span;
 use crate::tables::{Purpose, Tables};
 use chrono::{DateTime, Utc};
 use serde::{Serialize, Serializer};

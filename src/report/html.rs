@@ -5,10 +5,10 @@
 mod charts;
 
 use super::json::{FindingJson, ReportJson};
+use super::model::Report;
 use super::{Provenance, clean};
 use crate::finding::fmt_instant;
 use crate::finding_store::Findings;
-use crate::report_model::Report;
 use minijinja::value::{Enumerator, Object, ObjectRepr};
 use minijinja::{Environment, Value, context};
 use std::collections::BTreeMap;

@@ -2,10 +2,10 @@
 //! fix the key order; the JSONL and HTML renderers reuse them so every
 //! machine-readable view of a finding has the same shape.
 
+use super::model::{EntryUse, InputSummary, Report};
 use super::{Configuration, identity_holds};
 use crate::finding::{BaselineState, Finding, Severity, Suppression, fmt_instant};
 use crate::finding_store::Findings;
-use crate::report_model::{EntryUse, InputSummary, Report};
 use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use std::io::Write;
@@ -42,7 +42,7 @@ pub(super) struct ReportJson<'a> {
     /// When the log holds conflicting ids: the readings of their later
     /// versions that were made.
     #[serde(skip_serializing_if = "Option::is_none")]
-    readings: Option<crate::report_model::ReadingsMade>,
+    readings: Option<super::model::ReadingsMade>,
     rules: Vec<&'a str>,
     rule_errors: Vec<RuleErrorJson<'a>>,
     gate: GateJson<'a>,

@@ -4,7 +4,7 @@
 //! "absent"`.
 
 use super::json::FindingJson;
-use crate::report_model::Report;
+use super::model::Report;
 use std::io::Write;
 
 pub(super) fn render(report: &Report, out: &mut dyn Write) -> anyhow::Result<()> {

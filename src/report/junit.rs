@@ -11,9 +11,9 @@
 //! with the other hidden ones: a log line or a rule file cannot make the
 //! document unparseable.
 
+use super::model::Report;
 use super::{Configuration, clean};
 use crate::finding::{Finding, fmt_instant};
-use crate::report_model::Report;
 use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
 use std::collections::BTreeMap;
 use std::io::Write;

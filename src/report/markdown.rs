@@ -3,11 +3,11 @@
 //! text it is: no table breaks, no emphasis, no links, no embedded HTML.
 
 use super::Configuration;
+use super::model::{InputSummary, Report};
 use super::{
     clean, file_line, finding_state, gate_notes, identity_holds, identity_word, top_tasks, verdict,
 };
 use crate::finding::{Finding, Severity, fmt_instant};
-use crate::report_model::{InputSummary, Report};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::io::{self, Write};

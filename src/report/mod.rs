@@ -9,12 +9,13 @@ mod json;
 mod jsonl;
 mod junit;
 pub(crate) mod markdown;
+pub mod model;
 mod parquet;
 mod provenance;
 mod sarif;
 mod text;
 
-use crate::report_model::Report;
+use model::Report;
 use std::fmt;
 use std::io::Write;
 use std::str::FromStr;
@@ -263,8 +264,8 @@ pub fn readings_note(report: &Report) -> Option<String> {
             } else {
                 "s have"
             },
-            crate::rules::readings::MAX_READING,
-            crate::rules::readings::MAX_READING
+            model::MAX_READING,
+            model::MAX_READING
         ));
     }
     Some(note)

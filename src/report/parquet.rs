@@ -10,7 +10,7 @@
 
 use super::Configuration;
 use super::json::FindingJson;
-use crate::report_model::Report;
+use super::model::Report;
 use datafusion::arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use datafusion::arrow::json::ReaderBuilder;
 use datafusion::parquet::arrow::ArrowWriter;
@@ -50,7 +50,7 @@ pub(super) fn render(
             super::clean(&c.summary()).into_owned(),
         ));
     }
-    let props = crate::output::parquet_properties()
+    let props = crate::parquet_output::properties()
         .set_max_row_group_row_count(Some(ROWS))
         .set_key_value_metadata(Some(metadata))
         .build();
@@ -169,7 +169,7 @@ fn schema(readings: bool) -> SchemaRef {
 mod tests {
     use super::*;
     use crate::finding::{Finding, Location, Severity};
-    use crate::report_model::{Gate, Span};
+    use crate::report::model::{Gate, Span};
     use datafusion::arrow::array::{Array, AsArray};
     use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 

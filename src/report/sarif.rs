@@ -2,10 +2,10 @@
 //! the place of source files: a finding's evidence lines are its regions.
 //! Nothing time- or machine-dependent is written, so runs diff cleanly.
 
+use super::model::{InputSummary, Report, RuleMeta};
 use super::{Configuration, identity_holds};
 use crate::finding::{Finding, Location, Severity, fmt_instant};
 use crate::finding_store::Findings;
-use crate::report_model::{InputSummary, Report, RuleMeta};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Value, json};
 use serde_sarif::sarif;

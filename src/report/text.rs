@@ -8,12 +8,12 @@
 //! whole line breaks after a `/`.
 
 use super::Configuration;
+use super::model::{InputSummary, Report};
 use super::{
     clean, file_line, finding_state, gate_notes, identity_holds, identity_word, top_agents,
     top_tasks, verdict,
 };
 use crate::finding::{Finding, Severity, fmt_instant};
-use crate::report_model::{InputSummary, Report};
 use chrono::{DateTime, Utc};
 use std::io::{self, Write};
 use unicode_width::UnicodeWidthStr;

@@ -2,7 +2,7 @@
 //! metadata headers.
 
 use crate::finding::Severity;
-use crate::report_model::RuleMeta;
+use crate::report::model::RuleMeta;
 use std::path::Path;
 
 mod embedded {

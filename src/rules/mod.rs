@@ -15,4 +15,4 @@ mod views;
 
 pub use findings::{PLACE_COLUMNS, RuleRun, Window};
 pub use running::{FirstReading, finish, first_reading};
-pub use views::{Materialize, Scratch, ViewFiles, register_views};
+pub use views::{Materialize, ViewFiles, register_views};

@@ -360,7 +360,7 @@ fn numbers(seqs: &std::collections::BTreeSet<i64>) -> String {
 
 /// Readings past the 16th version are not made: an id with more versions
 /// is itself a critical finding (`integrity.conflicting_duplicate`).
-pub const MAX_READING: u32 = 16;
+pub use crate::report::model::MAX_READING;
 
 /// The ids with more than one version, by their seqs.
 #[derive(Debug, Default, Clone)]

@@ -3,7 +3,6 @@
 //! cluster's executors), as each view asks and the audit allows.
 
 use super::catalog::{self, Catalog};
-use datafusion::arrow::array::RecordBatch;
 use datafusion::datasource::MemTable;
 use datafusion::error::DataFusionError;
 use datafusion::prelude::SessionContext;
@@ -24,80 +23,8 @@ pub enum Materialize {
     /// the shared storage and read back (a cluster audit): each view is
     /// computed once, not once per rule that reads it. The directory goes
     /// when the last clone is dropped, or on an interrupt.
-    OnCluster(Arc<Scratch>),
-}
-
-/// Where a cluster audit's executors write the views: a directory on a
-/// shared filesystem, or a prefix in the object store the inputs are in.
-pub enum Scratch {
-    Dir(crate::signals::TempDir),
-    Objects(crate::object_storage::TempPrefix),
-}
-
-impl Scratch {
-    /// Where a view's files go: a directory path or URL ending in `/`.
-    fn place(&self, name: &str) -> std::result::Result<String, String> {
-        match self {
-            Scratch::Dir(dir) => {
-                let place = dir.path().join(name);
-                // There even when no partition has a row.
-                std::fs::create_dir_all(&place).map_err(|e| e.to_string())?;
-                place
-                    .to_str()
-                    .map(|p| format!("{p}/"))
-                    .ok_or_else(|| "the path is not UTF-8".to_string())
-            }
-            Scratch::Objects(prefix) => Ok(format!("{}{name}/", prefix.url())),
-        }
-    }
-
-    fn shown(&self) -> String {
-        match self {
-            Scratch::Dir(dir) => dir.path().display().to_string(),
-            Scratch::Objects(prefix) => prefix.url().to_string(),
-        }
-    }
-
-    /// Write `rows` (laid out as `events`) as one Parquet file in a place
-    /// named `name`, written from here for the executors to read; where.
-    pub fn write_rows(
-        &self,
-        name: &str,
-        rows: &[RecordBatch],
-    ) -> datafusion::error::Result<String> {
-        use datafusion::parquet::arrow::ArrowWriter;
-        let failed = |e: &dyn std::fmt::Display| {
-            DataFusionError::Execution(format!(
-                "cannot write {name} in {}: {e} (choose another --spill-dir on storage every \
-                 executor can write)",
-                self.shown()
-            ))
-        };
-        let place = self.place(name).map_err(|e| failed(&e))?;
-        let file = format!("{place}part-0.parquet");
-        let schema = crate::ingest::schema::EVENTS.clone();
-        match self {
-            Scratch::Dir(_) => {
-                let out = std::fs::File::create(&file).map_err(|e| failed(&e))?;
-                let mut writer = ArrowWriter::try_new(out, schema, None)?;
-                for b in rows {
-                    writer.write(b)?;
-                }
-                writer.close()?;
-            }
-            Scratch::Objects(_) => {
-                let out =
-                    crate::object_storage::ObjectWriter::create(&file).map_err(|e| failed(&e))?;
-                let mut writer = ArrowWriter::try_new(out, schema, None)?;
-                for b in rows {
-                    writer.write(b)?;
-                }
-                // The object appears only once its upload completes.
-                writer.into_inner()?.finish().map_err(|e| failed(&e))?;
-            }
-        }
-        Ok(place)
-    }
+    #[cfg(feature = "cluster")]
+    OnCluster(Arc<crate::cluster::Scratch>),
 }
 
 /// The files of views materialized on disk. They are temp files: removed
@@ -154,8 +81,9 @@ pub(super) async fn register_view(
             Materialize::OnDisk(files) if v.materialize => {
                 write_view(ctx, &v.name, df, files).await
             }
+            #[cfg(feature = "cluster")]
             Materialize::OnCluster(scratch) if v.materialize => {
-                write_on_cluster(ctx, &v.name, df, scratch).await
+                scratch.write_view(ctx, &v.name, df, VIEW_ROW_GROUP).await
             }
             _ => ctx.register_table(&v.name, df.into_view()).map(drop),
         }
@@ -226,37 +154,6 @@ async fn write_view(
         .unwrap_or_else(|e| e.into_inner())
         .push(temp);
     let options = datafusion::prelude::ParquetReadOptions::default().file_extension(".tmp");
-    ctx.register_parquet(name, &path, options).await
-}
-
-/// Have the cluster write a view's rows as Parquet into `dir/NAME/` (one
-/// file per partition of its last stage, written by the executors) and
-/// register those files under the view's name.
-async fn write_on_cluster(
-    ctx: &SessionContext,
-    name: &str,
-    df: datafusion::dataframe::DataFrame,
-    scratch: &Scratch,
-) -> datafusion::error::Result<()> {
-    use datafusion::config::TableParquetOptions;
-    use datafusion::dataframe::DataFrameWriteOptions;
-    let path = scratch.place(name).map_err(|e| {
-        DataFusionError::Execution(format!(
-            "cannot write view {name} in {}: {e} (choose another --spill-dir on storage every \
-             executor can write)",
-            scratch.shown()
-        ))
-    })?;
-    // As for the views written in place (write_view).
-    let mut options = TableParquetOptions::default();
-    options.global.compression = Some("uncompressed".into());
-    options.global.dictionary_enabled = Some(false);
-    options.global.statistics_enabled = Some("none".into());
-    options.global.max_row_group_size = VIEW_ROW_GROUP;
-    let schema = df.schema().inner().clone();
-    df.write_parquet(&path, DataFrameWriteOptions::new(), Some(options))
-        .await?;
-    let options = datafusion::prelude::ParquetReadOptions::default().schema(&schema);
     ctx.register_parquet(name, &path, options).await
 }
 

@@ -19,7 +19,7 @@ use crate::ingest::inputs::{self, Input, Skipped, shown_path};
 use crate::ingest::{IngestFailure, IngestOptions, Ingested, ingest_inputs_into};
 use crate::layout::in_place::{self, ParquetInputs};
 use crate::output::{Output, refuse_inputs};
-use crate::report_model::InputSummary;
+use crate::report::model::InputSummary;
 use crate::rules::Materialize;
 use datafusion::prelude::SessionContext;
 use std::path::{Path, PathBuf};
@@ -328,10 +328,12 @@ impl Tables {
             }
             #[cfg(feature = "cluster")]
             Place::Cluster(c) => {
-                let ctx = crate::cluster::connect(&c.url).await?;
-                // Where the executors read rows the client wrote (ids kept
-                // by more than one convert run), as an audit's.
-                let scratch = crate::cluster::scratch(self.memory.spill_dir.as_deref(), &c.inputs)?;
+                // With a place where the executors read rows the client
+                // wrote (ids kept by more than one convert run), as an
+                // audit's.
+                let spill_dir = self.memory.spill_dir.as_deref();
+                let (ctx, scratch) = crate::cluster::session(&c.url, spill_dir, &c.inputs).await?;
+                let scratch = Materialize::OnCluster(scratch);
                 register_files(&ctx, &c.files, &scratch).await?;
                 Ok((ctx, scratch))
             }
@@ -349,6 +351,7 @@ pub async fn register_files(
 ) -> datafusion::error::Result<()> {
     use crate::layout::in_place::register_tables_placing;
     match materialize {
+        #[cfg(feature = "cluster")]
         Materialize::OnCluster(scratch) => {
             let place = |rows: &[datafusion::arrow::record_batch::RecordBatch]| {
                 scratch.write_rows("events_kept", rows)

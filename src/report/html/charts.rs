@@ -4,7 +4,7 @@
 
 use crate::finding::Severity;
 use crate::report::clean;
-use crate::report_model::{Report, TimeBucket};
+use crate::report::model::{Report, TimeBucket};
 use chrono::{DateTime, Utc};
 use minijinja::Value;
 use std::collections::BTreeMap;

@@ -1,16 +1,10 @@
-//! The same audit and SQL on an Apache DataFusion Ballista cluster.
-//!
-//! The work splits in three: `convert` ingests and normalizes (per shard, on
-//! any machine) into Parquet on storage every executor can read; the client
-//! here registers those files as the `events`, `evidence` and `bad_lines`
-//! tables and plans the same rule SQL, which the cluster executes; the
-//! report is rendered on the client. The rules use built-in functions only,
-//! so stock scheduler and executor binaries run them. `hvaudit scheduler`
-//! and `hvaudit executor` are the same servers with the JSON functions added,
-//! for ad hoc SQL over `payload` on the cluster.
+//! The servers of a cluster: `hvaudit scheduler` and `hvaudit executor`,
+//! Ballista's own with the JSON functions added (for ad hoc SQL over
+//! `payload`) and a scheduler that cancels its running jobs before it
+//! removes a lost executor; and both started inside this process, for the
+//! tests and for trying the cluster path on one machine.
 
-pub use crate::layout::in_place::{ParquetInputs, register_tables, scan_inputs};
-use ballista::prelude::{SessionConfigExt, SessionContextExt};
+use super::client::scheduler_address;
 use datafusion::error::Result;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -18,57 +12,6 @@ use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-
-/// The scheduler address of a `df://HOST:PORT` URL, checked.
-pub fn scheduler_address(url: &str) -> std::result::Result<(String, u16), String> {
-    let usage = || {
-        format!("--cluster {url:?}: expected df://HOST:PORT, the address of a Ballista scheduler")
-    };
-    let rest = url.strip_prefix("df://").ok_or_else(usage)?;
-    let rest = rest.trim_end_matches('/');
-    let (host, port) = rest.rsplit_once(':').ok_or_else(usage)?;
-    let port: u16 = port.parse().map_err(|_| usage())?;
-    if host.is_empty() {
-        return Err(usage());
-    }
-    Ok((host.to_string(), port))
-}
-
-/// A client session whose queries run on the cluster at `url`.
-pub async fn connect(url: &str) -> anyhow::Result<SessionContext> {
-    let (host, port) = scheduler_address(url).map_err(anyhow::Error::msg)?;
-    // Fail fast with a clear message when nothing listens there.
-    let reachable = tokio::time::timeout(
-        std::time::Duration::from_secs(10),
-        tokio::net::TcpStream::connect((host.as_str(), port)),
-    )
-    .await;
-    if !matches!(reachable, Ok(Ok(_))) {
-        anyhow::bail!(
-            "no Ballista scheduler answers at {host}:{port}; start one (`hvaudit scheduler`) \
-             or check --cluster"
-        );
-    }
-    // Ballista 55's adaptive planner (its default) can loop forever in the
-    // scheduler looking for a runnable stage of a multi-join rule plan, and
-    // the job never ends; the static planner runs the same plans reliably.
-    let config = SessionConfig::new_with_ballista()
-        .with_information_schema(true)
-        .with_ballista_adaptive_query_planner(false);
-    // Sent to the scheduler with every job, as all of the session's settings.
-    let config = crate::engine::with_extra_settings(config)?;
-    let state = SessionStateBuilder::new()
-        .with_default_features()
-        .with_config(config)
-        .build();
-    let mut ctx = SessionContext::remote_with_state(&format!("df://{host}:{port}"), state).await?;
-    // After the Ballista upgrade, which resets the function list.
-    datafusion_functions_json::register_all(&mut ctx)?;
-    // Ballista prefers sort-merge joins; the client optimizes the plan it
-    // sends, so the key casts reach any scheduler.
-    ctx.add_optimizer_rule(Arc::new(crate::engine::SortableJoinKeys));
-    Ok(ctx)
-}
 
 /// A session state with the JSON functions, for our scheduler and executors.
 fn state_with_json_functions() -> Result<datafusion::execution::SessionState> {
@@ -428,59 +371,6 @@ async fn wait_for_ports(ports: &[u16]) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Where a cluster run has the executors write the views it computes
-/// once: a temp directory in `spill_dir`, or else in the first input (a
-/// directory, or a file's directory), on the shared storage. It is hidden,
-/// so no later scan of the inputs reads it, and removed when the run ends,
-/// fails or is interrupted.
-pub fn scratch(
-    spill_dir: Option<&std::path::Path>,
-    inputs: &[PathBuf],
-) -> anyhow::Result<crate::rules::Materialize> {
-    use crate::rules::{Materialize, Scratch};
-    use anyhow::Context;
-    if spill_dir.is_none()
-        && let Some(url) = inputs
-            .first()
-            .and_then(|i| i.to_str())
-            .filter(|i| crate::object_storage::is_url(i))
-    {
-        let prefix = crate::object_storage::TempPrefix::near(url)
-            .map_err(|e| anyhow::anyhow!("cannot place the views beside {url}: {e}"))?;
-        return Ok(Materialize::OnCluster(Arc::new(Scratch::Objects(prefix))));
-    }
-    let parent = scratch_parent(spill_dir, inputs)?;
-    let dir = crate::signals::temp_dir_in(&parent).with_context(|| {
-        format!(
-            "cannot make a directory for the views in {} (choose one on storage every \
-             executor can write with --spill-dir)",
-            parent.display()
-        )
-    })?;
-    Ok(Materialize::OnCluster(Arc::new(Scratch::Dir(dir))))
-}
-
-/// The directory in which a cluster run makes its views' directory.
-pub fn scratch_parent(
-    spill_dir: Option<&std::path::Path>,
-    inputs: &[PathBuf],
-) -> anyhow::Result<PathBuf> {
-    use anyhow::Context;
-    let parent = match (spill_dir, inputs.first()) {
-        (Some(dir), _) => dir.to_path_buf(),
-        (None, Some(input)) if input.is_dir() => input.clone(),
-        (None, Some(input)) => input
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(std::path::Path::new("."))
-            .to_path_buf(),
-        (None, None) => anyhow::bail!("no inputs"),
-    };
-    // Executors open it by the path the client gives.
-    std::fs::canonicalize(&parent)
-        .with_context(|| format!("the views' directory {}", parent.display()))
 }
 
 #[cfg(test)]

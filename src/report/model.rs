@@ -1,5 +1,7 @@
 //! The audit report model every renderer reads: the inputs' accounting,
 //! the span, the rules, the findings (held by `finding_store`) and the gate.
+//! Below the steps that fill it (the inputs, the rules, the audit) as well
+//! as the renderers beside it: it names none of them.
 
 use crate::finding::{BaselineState, Finding, Severity, instant};
 use crate::finding_store::{FindingKey, Findings};
@@ -11,7 +13,8 @@ pub struct RuleMeta {
     pub id: String,
     pub severity: Severity,
     pub family: String,
-    /// "any", "0.1" or "0.2".
+    /// The spec version whose semantics the rule checks (the header's
+    /// `dialect`, a key of the reports): "any", "0.1" or "0.2".
     pub dialect: String,
     pub summary: String,
     pub spec: String,
@@ -79,6 +82,10 @@ impl InputSummary {
     }
 }
 
+/// Readings past the 16th version are not made: an id with more versions
+/// is itself a critical finding (`integrity.conflicting_duplicate`).
+pub const MAX_READING: u32 = 16;
+
 /// The readings of later versions an audit made (docs/protocol.md, "A
 /// conflicting copy cannot hide evidence").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,7 +94,8 @@ pub struct ReadingsMade {
     pub ids: u64,
     /// Readings made (of versions 2, 3, ...).
     pub readings: u32,
-    /// Ids with more versions than the last reading reaches (the 16th).
+    /// Ids with more versions than the last reading reaches (the 16th,
+    /// `MAX_READING`).
     pub past_the_last: u64,
 }
 
