@@ -41,6 +41,3 @@ pub use finding::{Finding, Location, Severity};
 pub use finding_store::{FindingKey, Findings};
 pub use report::model::{InputSummary, Report, RuleMeta};
 pub use tables::{ReadingOptions, Tables};
-
-// The report model's former path, still named by `rules/readings.rs`.
-pub(crate) use report::model as report_model;

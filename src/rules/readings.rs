@@ -16,7 +16,7 @@ use datafusion::prelude::SessionContext;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use crate::report_model::ReadingsMade as Made;
+pub use crate::report::model::ReadingsMade as Made;
 
 /// Makes the session a reading runs in: the log's tables with `swaps`
 /// applied, the built-in views' place (`Materialize`) its own.
