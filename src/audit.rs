@@ -115,6 +115,9 @@ pub enum AuditError {
     Stalled(#[from] Stalled),
     #[error(transparent)]
     Disturbed(#[from] Disturbed),
+    /// The caller's [`Interrupt`](crate::interrupt::Interrupt) was set.
+    #[error("interrupted")]
+    Interrupted,
 }
 
 /// One audit, from its inputs to a `Report`: the configuration (rules,
@@ -161,10 +164,20 @@ impl Audit {
     /// The rules over tables already opened. Loaded tables first let go
     /// of the columns no view or rule reads ([`let_go_of_unread_columns`]).
     pub fn run_on(&self, catalog: &Catalog, tables: &mut Tables) -> Result<Report, AuditError> {
+        let interrupt = self.config.reading.ingest.interrupt.clone();
+        if interrupt.is_set() {
+            return Err(AuditError::Interrupted);
+        }
         if let Place::Loaded(ingested) = &mut tables.place {
             let_go_of_unread_columns(ingested, catalog);
         }
-        block_on(audit_tables(&self.config, catalog, tables))
+        // Interrupted, the audit's future is dropped: its queries stop.
+        block_on(async {
+            tokio::select! {
+                report = audit_tables(&self.config, catalog, tables) => report,
+                () = interrupt.wait() => Err(AuditError::Interrupted),
+            }
+        })
     }
 }
 

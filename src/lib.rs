@@ -21,6 +21,7 @@ pub mod finding;
 pub mod finding_store;
 pub mod gate;
 pub mod ingest;
+pub mod interrupt;
 pub mod layout;
 pub mod log_format;
 pub mod object_storage;

@@ -288,7 +288,8 @@ def audit(
     progress: show the CLI's progress bars and summary on stderr.
 
     Raises UsageError, InputError or RuleError with the CLI's message. The
-    GIL is released while the audit runs; Ctrl-C raises KeyboardInterrupt.
+    GIL is released while the audit runs; Ctrl-C raises KeyboardInterrupt
+    and stops it.
     """
     options = dict(locals())
     for name in ("paths", "config", "progress"):

@@ -15,6 +15,7 @@ use hvaudit::audit::{Audit, AuditError};
 use hvaudit::engine::{self, RuleSettings};
 use hvaudit::gate::{GateOptions, baseline::Baseline, suppressions::Suppressions};
 use hvaudit::ingest::inputs;
+use hvaudit::interrupt::Interrupt;
 use hvaudit::replay::{ReplayError, ReplayRequest, Scope};
 use hvaudit::report;
 use hvaudit::tables::{Place, Purpose, Tables, TablesError};
@@ -171,6 +172,17 @@ pub fn wait<T: Send + 'static>(
     }
 }
 
+/// [`wait`] for `work`, handing it an interrupt that Ctrl-C sets: the work
+/// itself stops (its ingest and queries), not only the wait for it.
+fn interruptible<T: Send + 'static>(
+    py: Python<'_>,
+    work: impl FnOnce(Interrupt) -> T + Send + 'static,
+) -> PyResult<T> {
+    let interrupt = Interrupt::default();
+    let stop = interrupt.clone();
+    wait(py, Some(&move || stop.interrupt()), move || work(interrupt))
+}
+
 /// The tables an audit read besides the events, for `Report`.
 #[derive(Default)]
 struct Side {
@@ -225,14 +237,16 @@ struct Audited {
 /// `hvaudit audit WORDS...`, as src/commands/audit.rs runs it, up to the
 /// report: the same options, gate, tables and exit code; `quiet` unless
 /// progress was asked for.
-fn run_audit(words: Vec<OsString>, quiet: bool) -> Result<Audited, Failure> {
+fn run_audit(words: Vec<OsString>, quiet: bool, interrupt: Interrupt) -> Result<Audited, Failure> {
     let (cli, config) = parse(&words)?;
     let Command::Audit(args) = cli.command else {
         return Err(Failure::Usage("not an audit command line".into()));
     };
     configure_stores(&args.input);
     let usage = |e: anyhow::Error| classify(e, Failure::Usage);
-    let audit = Audit::new(translate::audit(&args, &config, quiet).map_err(usage)?);
+    let mut cfg = translate::audit(&args, &config, quiet).map_err(usage)?;
+    cfg.reading.ingest.interrupt = interrupt;
+    let audit = Audit::new(cfg);
     let catalog = audit.catalog()?;
     let gate_options = GateOptions {
         fail_on: args.fail_on.0,
@@ -287,7 +301,7 @@ fn run_audit(words: Vec<OsString>, quiet: bool) -> Result<Audited, Failure> {
 #[pyfunction]
 #[pyo3(signature = (words, progress = false))]
 pub fn audit(py: Python<'_>, words: Vec<OsString>, progress: bool) -> PyResult<Report> {
-    let audited = wait(py, None, move || run_audit(words, !progress))??;
+    let audited = interruptible(py, move |stop| run_audit(words, !progress, stop))??;
     Ok(Report {
         inner: Arc::new(audited),
     })
@@ -399,7 +413,11 @@ pub struct Session {
 }
 
 /// `hvaudit sql WORDS...`'s session, as src/commands/sql.rs makes it.
-fn open_session(words: Vec<OsString>, quiet: bool) -> Result<(SessionContext, Tables), Failure> {
+fn open_session(
+    words: Vec<OsString>,
+    quiet: bool,
+    interrupt: Interrupt,
+) -> Result<(SessionContext, Tables), Failure> {
     let (cli, _) = parse(&words)?;
     let Command::Sql(args) = cli.command else {
         return Err(Failure::Usage("not a sql command line".into()));
@@ -410,7 +428,8 @@ fn open_session(words: Vec<OsString>, quiet: bool) -> Result<(SessionContext, Ta
         )));
     }
     configure_stores(&args.input);
-    let reading = translate::sql(&args, quiet).map_err(|e| classify(e, Failure::Usage))?;
+    let mut reading = translate::sql(&args, quiet).map_err(|e| classify(e, Failure::Usage))?;
+    reading.ingest.interrupt = interrupt;
     let tables = Tables::open(&reading, Purpose::Query)?;
     let made: anyhow::Result<SessionContext> = hvaudit::audit::block_on(async {
         let (ctx, _) = tables.session().await?;
@@ -438,7 +457,7 @@ impl Session {
     #[new]
     #[pyo3(signature = (words, progress = false))]
     fn new(py: Python<'_>, words: Vec<OsString>, progress: bool) -> PyResult<Session> {
-        let (ctx, tables) = wait(py, None, move || open_session(words, !progress))??;
+        let (ctx, tables) = interruptible(py, move |stop| open_session(words, !progress, stop))??;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -484,7 +503,11 @@ pub struct Replay {
 }
 
 /// `hvaudit replay WORDS...`, as src/commands/replay.rs builds it.
-fn run_replay(words: Vec<OsString>, quiet: bool) -> Result<hvaudit::replay::Replay, Failure> {
+fn run_replay(
+    words: Vec<OsString>,
+    quiet: bool,
+    interrupt: Interrupt,
+) -> Result<hvaudit::replay::Replay, Failure> {
     let (cli, _) = parse(&words)?;
     let Command::Replay(args) = cli.command else {
         return Err(Failure::Usage("not a replay command line".into()));
@@ -499,7 +522,8 @@ fn run_replay(words: Vec<OsString>, quiet: bool) -> Result<hvaudit::replay::Repl
             ));
         }
     };
-    let cfg = translate::replay(&args, quiet);
+    let mut cfg = translate::replay(&args, quiet);
+    cfg.reading.ingest.interrupt = interrupt;
     let request = ReplayRequest { scope, at: args.at };
     Ok(hvaudit::replay::replay(&cfg, &request)?)
 }
@@ -509,7 +533,7 @@ fn run_replay(words: Vec<OsString>, quiet: bool) -> Result<hvaudit::replay::Repl
 #[pyfunction]
 #[pyo3(signature = (words, progress = false))]
 pub fn replay(py: Python<'_>, words: Vec<OsString>, progress: bool) -> PyResult<Replay> {
-    let replay = wait(py, None, move || run_replay(words, !progress))??;
+    let replay = interruptible(py, move |stop| run_replay(words, !progress, stop))??;
     Ok(Replay {
         replay: Arc::new(replay),
     })

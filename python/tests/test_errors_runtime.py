@@ -3,6 +3,7 @@ released, Ctrl-C interrupts, and a log larger than memory takes the
 spilled path."""
 
 import _thread
+import pathlib
 import threading
 import time
 
@@ -153,6 +154,38 @@ def test_ctrl_c_interrupts_an_audit_at_once():
     assert interrupted < min(whole, 0.2 + 0.5), (interrupted, whole)
     # The module still works afterwards.
     assert hvaudit.audit(SAMPLES).exit_code == 1
+
+
+def _work_threads() -> int:
+    """The module's worker threads alive in this process (named "hvaudit"
+    by `wait` in python/src/run.rs; Linux names each in /proc)."""
+    tasks = pathlib.Path("/proc/self/task")
+    return sum((t / "comm").read_text().strip() == "hvaudit" for t in tasks.iterdir())
+
+
+def test_ctrl_c_stops_the_audit_itself(tmp_path, hvaudit_cli):
+    # A log whose audit takes seconds: interrupted early, its work (ingest,
+    # then the rules) stops with the call, instead of running on unseen.
+    log = tmp_path / "log.ndjson"
+    code, _ = hvaudit_cli("synth", "--size", "250M", "--seed", "5", "-o", str(log))
+    assert code == 0
+    assert _work_threads() == 0
+    for delay in (0.3, 2.5):  # while reading, and (mostly) while the rules run
+        timer = threading.Timer(delay, _thread.interrupt_main)
+        started = time.monotonic()
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            hvaudit.audit(log, fail_on="none")
+            time.sleep(60)  # reached only if the interrupt came after the audit
+        # The worker is gone soon after, long before the audit would end.
+        deadline = time.monotonic() + 3
+        while _work_threads() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _work_threads() == 0, (delay, time.monotonic() - started)
+    # And uninterrupted, the same audit takes longer than that.
+    started = time.monotonic()
+    hvaudit.audit(log, fail_on="none")
+    assert time.monotonic() - started > 2.5 + 3
 
 
 def test_ctrl_c_cancels_a_query():

@@ -61,6 +61,8 @@ pub struct IngestOptions {
     pub spill_dir: Option<PathBuf>,
     /// Bytes read so far across inputs, for a progress bar.
     pub progress: Arc<AtomicU64>,
+    /// Set by the caller to stop early: chunks still cut are not parsed.
+    pub interrupt: crate::interrupt::Interrupt,
 }
 
 impl Default for IngestOptions {
@@ -74,6 +76,7 @@ impl Default for IngestOptions {
             allow_empty: false,
             spill_dir: None,
             progress: Arc::default(),
+            interrupt: Default::default(),
         }
     }
 }
@@ -230,6 +233,10 @@ pub fn ingest_inputs_into(
                 loop {
                     let next = rx.lock().map(|r| r.recv());
                     let Ok(Ok((order, chunk))) = next else { break };
+                    if opts.interrupt.is_set() {
+                        pool.give(chunk.data);
+                        continue;
+                    }
                     let input_idx = ndjson_inputs[(chunk.file_idx - file_offset) as usize].0;
                     let name = Arc::clone(&names[input_idx]);
                     let parsed =
@@ -248,6 +255,9 @@ pub fn ingest_inputs_into(
             for (n, (input_idx, input)) in ndjson_inputs.iter().enumerate() {
                 let file_idx = file_offset + n as u32;
                 let mut send = |c: ndjson::Chunk| {
+                    if opts.interrupt.is_set() {
+                        return;
+                    }
                     // Fails only once every worker has stopped, which only
                     // a panic does: the scope then ends in that panic.
                     let _ = chunk_tx.send((order, c));

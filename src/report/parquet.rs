@@ -234,12 +234,13 @@ mod tests {
 }
 
 /// The report's inputs as one Arrow batch, a row per input: the JSON
-/// report's `inputs` fields, every one a column (the JSON leaves out the
-/// counts that are zero; a table keeps its columns whatever the values).
+/// report's `inputs` fields in its order, every one a column (the JSON
+/// leaves out the counts that are zero; a table keeps its columns whatever
+/// the values).
 pub fn inputs_batch(
     inputs: &[crate::InputSummary],
 ) -> anyhow::Result<datafusion::arrow::record_batch::RecordBatch> {
-    use datafusion::arrow::array::{ArrayRef, StringArray, UInt64Array};
+    use datafusion::arrow::array::{ArrayRef, BooleanArray, StringArray, UInt64Array};
     let text = |get: fn(&crate::InputSummary) -> Option<&str>| -> ArrayRef {
         Arc::new(inputs.iter().map(get).collect::<StringArray>())
     };
@@ -257,6 +258,12 @@ pub fn inputs_batch(
         ("bad_lines", count(|i| i.bad_lines)),
         ("bad_lines_unlisted", count(|i| i.bad_lines_unlisted)),
         ("blank_lines", count(|i| i.blank_lines)),
+        (
+            "identity_holds",
+            Arc::new(BooleanArray::from_iter(
+                inputs.iter().map(|i| Some(i.identity_holds())),
+            )),
+        ),
         ("error", text(|i| i.error.as_deref())),
     ];
     let fields: Vec<Field> = (columns.iter())
@@ -276,7 +283,7 @@ mod inputs_tests {
     use datafusion::arrow::datatypes::UInt64Type;
 
     #[test]
-    fn every_count_is_a_column_even_when_zero() {
+    fn every_field_of_the_json_inputs_is_a_column_even_when_zero() {
         let a = crate::InputSummary {
             path: "a.ndjson".into(),
             format: "ndjson".into(),
@@ -288,26 +295,42 @@ mod inputs_tests {
             path: "b.ndjson.gz".into(),
             error: Some("truncated".into()),
             conflicting_copies: 1,
+            bad_lines_unlisted: 2,
             ..a.clone()
         };
-        let batch = inputs_batch(&[a, b]).unwrap();
+        let batch = inputs_batch(&[a.clone(), b.clone()]).unwrap();
         assert_eq!(batch.num_rows(), 2);
-        let names: std::collections::BTreeSet<&str> = (batch.schema_ref().fields().iter())
+        let names: Vec<&str> = (batch.schema_ref().fields().iter())
             .map(|f| f.name().as_str())
             .collect();
-        // The JSON report's fields, all of them.
-        let json = serde_json::to_value(crate::InputSummary {
-            conflicting_copies: 1,
-            bad_lines_unlisted: 1,
-            ..Default::default()
-        })
-        .unwrap();
-        let keys: std::collections::BTreeSet<&str> = json
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(|k| k.as_str())
+        // The JSON report's fields, all of them, in its order (b has them all).
+        let report = Report {
+            tool: "hvaudit".into(),
+            version: "0".into(),
+            inputs: vec![a, b],
+            span: crate::report::model::Span {
+                from: None,
+                to: None,
+            },
+            rules: Vec::new(),
+            unresolved_basis: 0,
+            findings: Vec::new().into(),
+            rule_errors: Vec::new(),
+            timeline_buckets: Vec::new(),
+            outside_window: None,
+            readings: None,
+            gate: Default::default(),
+        };
+        let text = super::super::summary_json(&report).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        // Where each key first appears in b's object, as written.
+        let b_at = text.find("b.ndjson.gz").unwrap();
+        let b_object = &text[text[..b_at].rfind("\"path\"").unwrap()..];
+        let mut keys: Vec<(usize, &str)> = (json["inputs"][1].as_object().unwrap().keys())
+            .map(|k| (b_object.find(&format!("\"{k}\"")).unwrap(), k.as_str()))
             .collect();
+        keys.sort_unstable();
+        let keys: Vec<&str> = keys.into_iter().map(|(_, k)| k).collect();
         assert_eq!(names, keys);
         let copies = batch.column_by_name("conflicting_copies").unwrap();
         assert_eq!(copies.as_primitive::<UInt64Type>().values(), &[0, 1]);
