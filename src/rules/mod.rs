@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod ev_table;
 mod findings;
 pub mod helpers;
+mod jobs;
 mod planned;
 pub mod readings;
 pub mod reference;

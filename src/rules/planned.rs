@@ -255,7 +255,7 @@ impl Planned {
             records: true,
         };
         ctx.register_table("events", Arc::new(table))?;
-        let reads = super::running::Dependencies::of(&ctx, catalog);
+        let reads = super::jobs::Dependencies::of(&ctx, catalog);
         let mut errors = Vec::new();
         let mut views: Vec<KeptView> = Vec::new();
         // Per view of the catalog, where it is among the kept ones.
@@ -375,7 +375,7 @@ impl Planned {
             limit,
             datafusion::execution::memory_pool::MemoryLimit::Finite(_)
         );
-        let at_once = super::running::jobs_at_once(limited);
+        let at_once = super::jobs::jobs_at_once(limited);
         let mut run = Run {
             rows: Vec::new(),
             errors: Vec::new(),
@@ -404,11 +404,11 @@ impl Planned {
                     let mut rows = Vec::new();
                     while let Some(b) = batches.next().await {
                         let mut strings = strings.lock().unwrap_or_else(|e| e.into_inner());
-                        super::running::add_rows(&b?, &rule, label, &mut strings, &mut rows)?;
+                        super::jobs::add_rows(&b?, &rule, label, &mut strings, &mut rows)?;
                     }
                     Ok::<_, DataFusionError>(rows)
                 });
-                let mut handle = super::running::AbortOnDrop(handle);
+                let mut handle = super::jobs::AbortOnDrop(handle);
                 let joined = (&mut handle.0).await;
                 (r, joined)
             });
@@ -439,7 +439,7 @@ impl Planned {
 /// The kept views among `direct` and the views below them (through plain
 /// ones), by index into the kept views.
 fn kept_below(
-    reads: &super::running::Dependencies,
+    reads: &super::jobs::Dependencies,
     kept_at: &[Option<usize>],
     direct: &[usize],
 ) -> Vec<usize> {
