@@ -1,7 +1,8 @@
 //! Running the rule queries and turning their rows into findings: the
 //! catalog of views and rules (`catalog`), registering the views
-//! (`views`), evaluating the catalog and the readings of later versions
-//! (`running`, `readings`), and the rows -> findings (`findings`).
+//! (`views`), what running a query takes (`jobs`), evaluating the catalog
+//! and the readings of later versions (`running`, `readings`, and
+//! `planned` over a neighbourhood), and the rows -> findings (`findings`).
 
 pub mod catalog;
 pub mod ev_table;
