@@ -303,12 +303,11 @@ fn reduced_session(
     cfg: &AuditConfig,
     part: &rules::readings::Neighbourhood,
 ) -> datafusion::error::Result<SessionContext> {
-    let events = part.events.clone();
     let tables = Ingested {
         evidence: part.evidence.clone(),
         ..Default::default()
     };
-    let ctx = loaded_session(cfg, &events, &tables, false)
+    let ctx = loaded_session(cfg, &part.events, &tables, false)
         .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
     if let Some(first) = part.log_end.first() {
         let table =

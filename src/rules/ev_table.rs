@@ -123,40 +123,51 @@ impl EvTable {
             if columns.is_empty() || columns.iter().any(|c| c.name != "type") {
                 continue;
             }
-            if filter.is_volatile() {
-                continue;
-            }
-            let unqualified = filter
-                .clone()
-                .transform(|e| {
-                    Ok(match e {
-                        Expr::Column(c) => {
-                            Transformed::yes(Expr::Column(Column::new_unqualified(c.name)))
-                        }
-                        other => Transformed::no(other),
-                    })
-                })?
-                .data;
-            let Ok(physical) = state.create_physical_expr(unqualified, &df_schema) else {
-                continue;
-            };
             // A filter that cannot be judged on the type names alone (it
             // fails on one) prunes nothing; the engine still applies it.
-            let verdict = physical
-                .evaluate(&batch)
-                .and_then(|v| v.into_array(batch.num_rows()));
-            let Ok(verdict) = verdict else {
+            let Some(verdict) = judge(state, filter, &df_schema, &batch) else {
                 continue;
             };
-            let Some(verdict) = verdict.as_boolean_opt() else {
-                continue;
-            };
-            for (i, p) in pass.iter_mut().enumerate() {
-                *p &= verdict.is_valid(i) && verdict.value(i);
+            for (p, v) in pass.iter_mut().zip(verdict) {
+                *p &= v;
             }
         }
         Ok(pass)
     }
+}
+
+/// Whether each row of `batch` (laid out as `schema`) passes `filter`, its
+/// columns named without their table: None when the filter cannot be
+/// judged on these rows alone (volatile, or it fails to plan or to run).
+/// A null verdict does not pass.
+pub(super) fn judge(
+    state: &dyn Session,
+    filter: &Expr,
+    schema: &DFSchema,
+    batch: &RecordBatch,
+) -> Option<Vec<bool>> {
+    if filter.is_volatile() {
+        return None;
+    }
+    let unqualified = (filter.clone())
+        .transform(|e| {
+            Ok(match e {
+                Expr::Column(c) => Transformed::yes(Expr::Column(Column::new_unqualified(c.name))),
+                other => Transformed::no(other),
+            })
+        })
+        .ok()?
+        .data;
+    let physical = state.create_physical_expr(unqualified, schema).ok()?;
+    let verdict = (physical.evaluate(batch))
+        .and_then(|v| v.into_array(batch.num_rows()))
+        .ok()?;
+    let verdict = verdict.as_boolean_opt()?;
+    Some(
+        (0..batch.num_rows())
+            .map(|i| verdict.is_valid(i) && verdict.value(i))
+            .collect(),
+    )
 }
 
 /// Where each event type's first-version rows are, and every row's type as

@@ -18,11 +18,11 @@ use super::catalog::Catalog;
 use super::readings::{Neighbourhood, Swaps, swapped_batches};
 use crate::finding_store::{FindingRow, Interner};
 use async_trait::async_trait;
-use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session, TableProvider};
-use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-use datafusion::common::{Column, DFSchema};
+use datafusion::common::DFSchema;
+use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::datasource::TableType;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -498,37 +498,18 @@ fn relabel(rows: Vec<RecordBatch>, schema: &SchemaRef) -> Result<Vec<RecordBatch
 /// passes.
 fn passes(ctx: &SessionContext, scans: &[Vec<Expr>], probe: &[RecordBatch]) -> bool {
     let state = ctx.state();
-    let schema = crate::ingest::schema::EVENTS.clone();
-    let Ok(df_schema) = DFSchema::try_from(schema.as_ref().clone()) else {
+    let Ok(schema) = DFSchema::try_from(crate::ingest::schema::EVENTS.as_ref().clone()) else {
         return true;
     };
     scans.iter().any(|filters| {
         probe.iter().any(|batch| {
             let mut pass: Vec<bool> = vec![true; batch.num_rows()];
             for filter in filters {
-                if filter.is_volatile() {
-                    return true;
-                }
-                let unqualified = filter.clone().transform(|e| {
-                    Ok(match e {
-                        Expr::Column(c) => {
-                            Transformed::yes(Expr::Column(Column::new_unqualified(c.name)))
-                        }
-                        other => Transformed::no(other),
-                    })
-                });
-                let verdict = unqualified
-                    .and_then(|e| state.create_physical_expr(e.data, &df_schema))
-                    .and_then(|p| p.evaluate(batch))
-                    .and_then(|v| v.into_array(batch.num_rows()));
-                let Ok(verdict) = verdict else {
+                let Some(verdict) = super::ev_table::judge(&state, filter, &schema, batch) else {
                     return true;
                 };
-                let Some(verdict) = verdict.as_boolean_opt() else {
-                    return true;
-                };
-                for (i, p) in pass.iter_mut().enumerate() {
-                    *p &= verdict.is_valid(i) && verdict.value(i);
+                for (p, v) in pass.iter_mut().zip(verdict) {
+                    *p &= v;
                 }
             }
             pass.iter().any(|p| *p)
@@ -541,7 +522,7 @@ mod tests {
     use super::*;
     use crate::ingest::schema::EVENTS;
     use datafusion::arrow::array::{
-        ArrayRef, DictionaryArray, Int64Array, StringArray, new_null_array,
+        ArrayRef, AsArray, DictionaryArray, Int64Array, StringArray, new_null_array,
     };
     use datafusion::arrow::datatypes::{Field, Int32Type, Schema};
 
