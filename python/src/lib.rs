@@ -34,6 +34,13 @@ mod translate;
 mod arrow;
 mod run;
 
+// The allocator of the binary (src/main.rs) for the Rust half's own
+// allocations: Arrow's many large buffers. Python's objects keep Python's.
+// Unlike the binary, freed pages go back to the kernel as usual: a
+// notebook lives on after an audit.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
