@@ -6,7 +6,7 @@
 //! errors are read from Chromium's log. The layout is measured by a probe
 //! script added to a copy of each page (`probe`), at 1366x900 and with
 //! the page's print rules applied. No browser means a failing test, never
-//! a skipped one: CI installs it (.ci/run).
+//! a skipped one: scripts/test installs it.
 //!
 //! The pages, their 1366x900 screenshots and their PDFs are kept in
 //! `<target dir>/test-artifacts/` (`report.html`, `report-1366x900.png`,
@@ -45,7 +45,7 @@ fn chromium() -> PathBuf {
     }
     panic!(
         "headless Chromium is needed for the browser tests but none was found on PATH: \
-         install it with `apt-get update && apt-get install -y chromium` (CI's .ci/run does), \
+         install it with `apt-get update && apt-get install -y chromium` (scripts/test does as root), \
          or point CHROME at a Chromium or Chrome binary"
     );
 }

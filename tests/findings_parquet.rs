@@ -205,7 +205,7 @@ fn python_counts(args: &[&Path]) -> Value {
         .args(args)
         .output()
         .unwrap_or_else(|e| {
-            panic!("python3 cannot run ({e}); install python3, then `python3 -m pip install polars duckdb`")
+            panic!("python3 cannot run ({e}); run the tests with scripts/test, which installs what they need")
         });
     assert!(
         output.status.success(),
@@ -224,7 +224,7 @@ try:
     import polars as pl
     import duckdb
 except ImportError as e:
-    sys.exit(f"the Python package {e.name} is missing: python3 -m pip install polars duckdb (.ci/run does)")
+    sys.exit(f"the Python package {e.name} is missing: run the tests with scripts/test, which installs it in a virtual environment")
 
 f = pl.read_parquet(findings)
 ev = pl.scan_parquet(events)

@@ -541,7 +541,7 @@ fn junit_has_a_case_per_rule_and_validates_against_the_schema() {
             .output()
             .expect(
                 "xmllint runs the JUnit schema check; install it with \
-                 `apt-get install -y libxml2-utils` (CI's .ci/run does)",
+                 `apt-get install -y libxml2-utils` (scripts/test does as root)",
             )
     };
     let checked = lint(&xml);

@@ -1,5 +1,5 @@
 //! Logs in object storage, read where they live: an S3-compatible server
-//! (moto's, a Python package `.ci/run` installs) started on 127.0.0.1 by
+//! (moto's, a Python package `scripts/test` installs) started on 127.0.0.1 by
 //! these tests, and every command that reads logs pointed at it. A missing
 //! server package fails the tests with what to install, never skips them.
 
@@ -52,7 +52,7 @@ fn server() -> &'static Server {
             ready.trim(),
             "ready",
             "the S3 test server did not start: install it with \
-             `python3 -m pip install 'moto[server]'` (CI's .ci/run does)"
+             run the tests with scripts/test, which installs it in a virtual environment"
         );
         Server {
             port,
