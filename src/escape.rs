@@ -6,37 +6,27 @@
 use std::borrow::Cow;
 
 /// Whether `c` must not reach a display as it is: a control character (C0,
-/// DEL, C1), a bidi control or line separator, which could move the cursor,
-/// recolor, retitle or reorder what is shown; or an invisible character
-/// (zero-width space and joiners, soft hyphen, byte order mark, fillers,
-/// variation selectors, tags), which would let two different ids look the
-/// same; or a noncharacter (U+FDD0..U+FDEF, and the last two code points
-/// of every plane), among them U+FFFE and U+FFFF, which XML 1.0 forbids as
-/// it forbids C0 controls (surrogates cannot occur in a Rust string).
+/// DEL, C1), a bidi control or line or paragraph separator, which could
+/// move the cursor, recolor, retitle or reorder what is shown; or a
+/// Default_Ignorable_Code_Point (zero-width space and joiners, soft hyphen,
+/// byte order mark, fillers, variation selectors, tags, shorthand format
+/// controls, ...), which a display draws as nothing and so would let two
+/// different ids look the same; or a noncharacter (U+FDD0..U+FDEF, and the
+/// last two code points of every plane), among them U+FFFE and U+FFFF,
+/// which XML 1.0 forbids as it forbids C0 controls (surrogates cannot occur
+/// in a Rust string). The invisible and bidi sets come from the Unicode
+/// character database (`icu_properties`), not from a list kept by hand.
 pub fn hidden(c: char) -> bool {
+    use icu_properties::CodePointSetData;
+    use icu_properties::props::{BidiControl, DefaultIgnorableCodePoint};
+    if c.is_ascii() {
+        return c.is_ascii_control();
+    }
     c.is_control()
         || noncharacter(c)
-        || matches!(
-            c,
-            '\u{00ad}'
-                | '\u{034f}'
-                | '\u{061c}'
-                | '\u{115f}'
-                | '\u{1160}'
-                | '\u{17b4}'
-                | '\u{17b5}'
-                | '\u{3164}'
-                | '\u{feff}'
-                | '\u{ffa0}'
-        )
-        || ('\u{180b}'..='\u{180f}').contains(&c)
-        || ('\u{200b}'..='\u{200f}').contains(&c)
-        || ('\u{2028}'..='\u{202e}').contains(&c)
-        || ('\u{2060}'..='\u{206f}').contains(&c)
-        || ('\u{fe00}'..='\u{fe0f}').contains(&c)
-        || ('\u{fff0}'..='\u{fff8}').contains(&c)
-        || ('\u{1d173}'..='\u{1d17a}').contains(&c)
-        || ('\u{e0000}'..='\u{e0fff}').contains(&c)
+        || matches!(c, '\u{2028}' | '\u{2029}')
+        || CodePointSetData::new::<DefaultIgnorableCodePoint>().contains(c)
+        || CodePointSetData::new::<BidiControl>().contains(c)
 }
 
 /// U+FDD0..U+FDEF and U+nFFFE, U+nFFFF of every plane: code points Unicode
@@ -46,9 +36,11 @@ fn noncharacter(c: char) -> bool {
 }
 
 /// `s` with every [`hidden`] character as a visible escape: `\n`, `\r`,
-/// `\t`, `\xNN` below U+0100, `\u{NNNN}` above.
+/// `\t`, `\xNN` below U+0100, `\u{NNNN}` above; and the backslash itself
+/// as `\\`, so that the text `\u{200b}` typed out never shows as a real
+/// U+200B does.
 pub fn visible(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(hidden) {
+    if !s.chars().any(|c| c == '\\' || hidden(c)) {
         return s.into();
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -58,9 +50,39 @@ pub fn visible(s: &str) -> Cow<'_, str> {
     out.into()
 }
 
-/// Push `c`, escaped if it is [`hidden`].
+/// `s` with every [`hidden`] character escaped as [`visible`] does, but the
+/// backslash left as it is: for text that already holds escapes (a path as
+/// `shown_path` gives it, a message or error naming one), which a second
+/// [`visible`] would show with every backslash doubled. Text read from a
+/// log (ids, messages) goes through [`visible`], so that an escape typed
+/// into it stays distinct from the character it names.
+pub fn hidden_escaped(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(hidden) {
+        return s.into();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push(c),
+            c => push_visible(&mut out, c),
+        }
+    }
+    out.into()
+}
+
+/// Multi-line text (an explanation, a parser's error with the line it
+/// quotes): each line as [`hidden_escaped`], the line breaks kept.
+pub fn visible_lines(s: &str) -> String {
+    s.split('\n')
+        .map(hidden_escaped)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Push `c`, escaped if it is [`hidden`] or a backslash.
 pub fn push_visible(out: &mut String, c: char) {
     match c {
+        '\\' => out.push_str("\\\\"),
         '\n' => out.push_str("\\n"),
         '\r' => out.push_str("\\r"),
         '\t' => out.push_str("\\t"),
@@ -102,7 +124,57 @@ mod tests {
             "\\u{fdd0}\\u{1fffe}\\u{10ffff}"
         );
         assert_eq!(visible("\u{7f}\u{85}\u{9f}"), "\\x7f\\x85\\x9f");
+        // The shorthand format controls draw as nothing.
+        assert_eq!(visible("a\u{1bca0}\u{1bca3}b"), "a\\u{1bca0}\\u{1bca3}b");
         // Letters of every script stay as they are.
         assert_eq!(visible("タスク_1 задача é"), "タスク_1 задача é");
+    }
+
+    #[test]
+    fn an_escape_typed_out_is_not_the_character_it_names() {
+        let real = visible("task\u{200b}_1").into_owned();
+        let typed = visible("task\\u{200b}_1").into_owned();
+        assert_ne!(real, typed);
+        assert_eq!(typed, "task\\\\u{200b}_1");
+        assert_ne!(visible("\u{1b}"), visible("\\x1b"));
+        assert_eq!(visible("a\\b"), "a\\\\b");
+    }
+
+    #[test]
+    fn text_already_shown_is_not_escaped_twice() {
+        let shown = visible("dir\\a\u{1b}b").into_owned();
+        assert_eq!(shown, "dir\\\\a\\x1bb");
+        assert_eq!(hidden_escaped(&shown), shown);
+        assert_eq!(hidden_escaped("a\u{1b}\\b"), "a\\x1b\\b");
+    }
+
+    #[test]
+    fn every_character_the_former_hand_list_held_is_still_hidden() {
+        let ranges = [
+            ('\u{00ad}', '\u{00ad}'),
+            ('\u{034f}', '\u{034f}'),
+            ('\u{061c}', '\u{061c}'),
+            ('\u{115f}', '\u{1160}'),
+            ('\u{17b4}', '\u{17b5}'),
+            ('\u{180b}', '\u{180f}'),
+            ('\u{200b}', '\u{200f}'),
+            ('\u{2028}', '\u{202e}'),
+            ('\u{2060}', '\u{206f}'),
+            ('\u{3164}', '\u{3164}'),
+            ('\u{fe00}', '\u{fe0f}'),
+            ('\u{feff}', '\u{feff}'),
+            ('\u{ffa0}', '\u{ffa0}'),
+            ('\u{fff0}', '\u{fff8}'),
+            ('\u{1d173}', '\u{1d17a}'),
+            ('\u{e0000}', '\u{e0fff}'),
+        ];
+        for (first, last) in ranges {
+            for c in first..=last {
+                assert!(hidden(c), "U+{:04X}", c as u32);
+            }
+        }
+        for c in ['a', ' ', '~', 'é', 'я', 'タ', '\u{2067}'] {
+            assert_eq!(hidden(c), c == '\u{2067}', "U+{:04X}", c as u32);
+        }
     }
 }

@@ -70,7 +70,7 @@ pub fn run(args: DiffArgs) -> anyhow::Result<u8> {
 }
 
 fn text(d: &Diff, w: &mut dyn Write) -> anyhow::Result<()> {
-    use hvaudit::escape::visible as clean;
+    use hvaudit::escape::hidden_escaped as clean;
     writeln!(w, "{} -> {}", clean(d.old), clean(d.new))?;
     writeln!(
         w,

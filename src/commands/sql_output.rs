@@ -289,7 +289,7 @@ fn is_text(t: &DataType) -> bool {
 /// Log values shown in a terminal: controls and invisible characters escaped.
 fn shown(text: &StringArray) -> StringArray {
     text.iter()
-        .map(|v| v.map(|v| hvaudit::escape::visible(v).into_owned()))
+        .map(|v| v.map(|v| hvaudit::escape::hidden_escaped(v).into_owned()))
         .collect()
 }
 

@@ -418,10 +418,7 @@ pub fn shown_path(path: &Path) -> String {
     let mut out = String::with_capacity(bytes.len());
     for chunk in bytes.utf8_chunks() {
         for c in chunk.valid().chars() {
-            match c {
-                '\\' => out.push_str("\\\\"),
-                c => crate::escape::push_visible(&mut out, c),
-            }
+            crate::escape::push_visible(&mut out, c);
         }
         for b in chunk.invalid() {
             out.push_str(&format!("\\x{b:02x}"));

@@ -273,7 +273,9 @@ pub(super) struct FindingJson<'a> {
     rule: &'a str,
     severity: Severity,
     family: &'a str,
-    message: &'a str,
+    /// What a reader sees (`jq -r` on a terminal): hidden characters made
+    /// visible, as in SARIF. The data fields (ids, event ids) stay exact.
+    message: std::borrow::Cow<'a, str>,
     task_id: Option<&'a str>,
     agent: Option<&'a str>,
     session_id: Option<&'a str>,
@@ -296,7 +298,7 @@ impl<'a> FindingJson<'a> {
             rule: &f.rule,
             severity: f.severity,
             family: &f.family,
-            message: &f.message,
+            message: super::log_text(&f.message),
             task_id: f.task_id.as_deref(),
             agent: f.agent.as_deref(),
             session_id: f.session_id.as_deref(),

@@ -12,7 +12,7 @@
 //! document unparseable.
 
 use super::model::Report;
-use super::{Configuration, clean};
+use super::{Configuration, clean, log_text};
 use crate::finding::{Finding, fmt_instant};
 use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
 use std::collections::BTreeMap;
@@ -143,7 +143,7 @@ fn line(f: &Finding) -> String {
         f.severity.as_str().to_uppercase(),
         f.rule,
         place,
-        f.message,
+        log_text(&f.message),
         state,
         f.fingerprint
     ))
@@ -152,7 +152,10 @@ fn line(f: &Finding) -> String {
         let at = t.at.as_ref().map(fmt_instant).unwrap_or_else(|| "-".into());
         text.push_str(&clean(&format!(
             "\n    {at} {} {} {}:{}",
-            t.event_type, t.event_id, t.file, t.line
+            log_text(&t.event_type),
+            log_text(&t.event_id),
+            t.file,
+            t.line
         )));
     }
     text

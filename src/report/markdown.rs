@@ -5,7 +5,8 @@
 use super::Configuration;
 use super::model::{InputSummary, Report};
 use super::{
-    clean, file_line, finding_state, gate_notes, identity_holds, identity_word, top_tasks, verdict,
+    clean, file_line, finding_state, gate_notes, identity_holds, identity_word, log_text,
+    top_tasks, verdict,
 };
 use crate::finding::{Finding, Severity, fmt_instant};
 use chrono::{DateTime, Utc};
@@ -225,20 +226,20 @@ fn finding(n: usize, f: &Finding, out: &mut dyn Write) -> io::Result<()> {
         md(&f.family),
         instant(f.at)
     )?;
-    writeln!(out, "{pad}{}", md(&f.message))?;
+    writeln!(out, "{pad}{}", md_log(&f.message))?;
     writeln!(out)?;
     if let Some(task) = &f.task_id {
-        writeln!(out, "{pad}- Task: {}", md(task))?;
+        writeln!(out, "{pad}- Task: {}", md_log(task))?;
     }
     if !f.event_ids.is_empty() {
-        let ids: Vec<String> = f.event_ids.iter().map(|e| md(e)).collect();
+        let ids: Vec<String> = f.event_ids.iter().map(|e| md_log(e)).collect();
         writeln!(out, "{pad}- Events: {}", ids.join(", "))?;
     }
     let locs: Vec<String> = f
         .locations
         .iter()
         .map(|l| match &l.event_id {
-            Some(e) => format!("{} ({})", md(&file_line(&l.file, l.line)), md(e)),
+            Some(e) => format!("{} ({})", md(&file_line(&l.file, l.line)), md_log(e)),
             None => md(&file_line(&l.file, l.line)),
         })
         .collect();
@@ -257,14 +258,14 @@ fn finding(n: usize, f: &Finding, out: &mut dyn Write) -> io::Result<()> {
         let task = t
             .task_id
             .as_deref()
-            .map(|t| format!(" (task {})", md(t)))
+            .map(|t| format!(" (task {})", md_log(t)))
             .unwrap_or_default();
         writeln!(
             out,
             "{pad}  - {} {} {}{task} at {}",
             instant(t.at),
-            md(&t.event_id),
-            md(&t.event_type),
+            md_log(&t.event_id),
+            md_log(&t.event_type),
             md(&file_line(&t.file, t.line))
         )?;
     }
@@ -285,12 +286,23 @@ fn instant(t: Option<DateTime<Utc>>) -> String {
 /// Markdown punctuation, turns line breaks into `<br>` and control
 /// characters into visible escapes.
 pub(crate) fn md(s: &str) -> String {
+    md_with(s, clean)
+}
+
+/// [`md`] for what a log said (a message, an id): its backslashes escaped
+/// as well, so that an escape typed into it reads apart from the character
+/// it names.
+fn md_log(s: &str) -> String {
+    md_with(s, log_text)
+}
+
+fn md_with(s: &str, escape: fn(&str) -> std::borrow::Cow<'_, str>) -> String {
     let mut out = String::with_capacity(s.len() + 8);
     for (n, line) in s.split('\n').enumerate() {
         if n > 0 {
             out.push_str("<br>");
         }
-        for c in clean(line.strip_suffix('\r').unwrap_or(line)).chars() {
+        for c in escape(line.strip_suffix('\r').unwrap_or(line)).chars() {
             match c {
                 '&' => out.push_str("&amp;"),
                 '<' => out.push_str("&lt;"),

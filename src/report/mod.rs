@@ -327,4 +327,8 @@ fn file_line(file: &str, line: u64) -> String {
 /// overrides, line separators) or that is invisible (zero-width and joiner
 /// characters, soft hyphen, byte order mark) as a visible escape: a log
 /// value can neither drive the display nor pass for another id.
-pub(crate) use crate::escape::visible as clean;
+// `clean`: text that may already hold escapes (paths as shown, errors,
+// notes); `log_text`: what a log said (messages, ids), its backslashes
+// escaped too (src/escape.rs).
+pub(crate) use crate::escape::hidden_escaped as clean;
+pub(crate) use crate::escape::visible as log_text;

@@ -120,11 +120,9 @@ fn shown(text: &str) -> String {
     super::clean(text).into_owned()
 }
 
-/// Multi-line text a viewer shows (a rule's explanation): each line as
-/// [`shown`], the line breaks kept.
-fn shown_lines(text: &str) -> String {
-    text.split('\n').map(shown).collect::<Vec<_>>().join("\n")
-}
+// Multi-line text a viewer shows (a rule's explanation): each line as
+// `shown`, the line breaks kept.
+use crate::escape::visible_lines as shown_lines;
 
 /// A JSON object: the entries of `map` with `key: value` in place of any
 /// entry named `key`, in key order (the order serde_json writes its maps in),
@@ -224,7 +222,7 @@ fn result(f: &Finding, rule_index: Option<usize>) -> sarif::Result {
         .rule_id(f.rule.as_str())
         .level(level(f.severity))
         // Viewers show the message: hidden characters in ids made visible.
-        .message(shown(&f.message).as_str())
+        .message(super::log_text(&f.message).as_ref())
         .locations(f.locations.iter().map(location).collect::<Vec<_>>())
         .partial_fingerprints(BTreeMap::from([(
             FINGERPRINT_KEY.to_string(),

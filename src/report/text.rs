@@ -10,8 +10,8 @@
 use super::Configuration;
 use super::model::{InputSummary, Report};
 use super::{
-    clean, file_line, finding_state, gate_notes, identity_holds, identity_word, top_agents,
-    top_tasks, verdict,
+    clean, file_line, finding_state, gate_notes, identity_holds, identity_word, log_text,
+    top_agents, top_tasks, verdict,
 };
 use crate::finding::{Finding, Severity, fmt_instant};
 use chrono::{DateTime, Utc};
@@ -439,10 +439,10 @@ fn finding(f: &Finding, o: &mut Out) -> io::Result<()> {
         Token::plain(instant(f.at)),
     ];
     o.fill(&head, "", "  ")?;
-    o.para(&clean(&f.message), "  ", "  ")?;
+    o.para(&log_text(&f.message), "  ", "  ")?;
     if let Some(task) = &f.task_id {
         o.fill(
-            &[Token::plain("task:"), Token::plain(clean(task))],
+            &[Token::plain("task:"), Token::plain(log_text(task))],
             "  ",
             "    ",
         )?;
@@ -452,7 +452,7 @@ fn finding(f: &Finding, o: &mut Out) -> io::Result<()> {
         let last = f.event_ids.len() - 1;
         for (i, e) in f.event_ids.iter().enumerate() {
             let sep = if i == last { "" } else { "," };
-            tokens.push(Token::plain(format!("{}{sep}", clean(e))));
+            tokens.push(Token::plain(format!("{}{sep}", log_text(e))));
         }
         o.fill(&tokens, "  ", "    ")?;
     }
@@ -464,7 +464,7 @@ fn finding(f: &Finding, o: &mut Out) -> io::Result<()> {
         ];
         if let Some(e) = &l.event_id {
             tokens.push(Token::plain("(event"));
-            tokens.push(Token::plain(format!("{})", clean(e))));
+            tokens.push(Token::plain(format!("{})", log_text(e))));
         }
         o.fill(&tokens, "  ", "    ")?;
     }
@@ -489,11 +489,11 @@ fn finding(f: &Finding, o: &mut Out) -> io::Result<()> {
         .map(|t| {
             vec![
                 instant(t.at),
-                clean(&t.event_id).into_owned(),
-                clean(&t.event_type).into_owned(),
+                log_text(&t.event_id).into_owned(),
+                log_text(&t.event_type).into_owned(),
                 t.task_id
                     .as_deref()
-                    .map(|t| clean(t).into_owned())
+                    .map(|t| log_text(t).into_owned())
                     .unwrap_or_default(),
                 clean(&file_line(&t.file, t.line)).into_owned(),
             ]
