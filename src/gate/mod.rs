@@ -48,13 +48,13 @@ pub fn apply(report: &mut Report, opts: GateOptions) {
     let mut used = vec![0u64; entries.len()];
     for (mark, f) in marks.iter_mut().zip(report.findings.iter()) {
         // The first entry in the file that matches and has not expired.
-        if let Some((i, e)) = entries
-            .iter()
-            .enumerate()
-            .find(|(_, e)| !e.expired(today) && e.matches(&f))
+        if let Some(i) = opts
+            .suppressions
+            .as_ref()
+            .and_then(|s| s.first_match(&f, today))
         {
             used[i] += 1;
-            mark.suppression = Some(e.note().clone());
+            mark.suppression = Some(entries[i].note().clone());
         }
         if opts.baseline.is_some() {
             fingerprints.push(f.fingerprint.clone());

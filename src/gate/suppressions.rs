@@ -18,6 +18,7 @@ use crate::ingest::inputs::shown_path;
 use crate::report::model::EntryUse;
 use chrono::NaiveDate;
 use serde::Deserialize;
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -60,6 +61,40 @@ pub struct Suppressions {
     /// The file as reports show it.
     pub file: String,
     pub entries: Vec<Entry>,
+    /// The entries that can match a finding, found without trying them all:
+    /// a file of thousands of entries meets a report of many findings.
+    index: Index,
+}
+
+/// Entry numbers (positions in `entries`, in file order) by what a finding
+/// must carry for them to match.
+#[derive(Debug, Clone, Default)]
+struct Index {
+    /// Entries that name a fingerprint: only that finding can match them.
+    by_fingerprint: HashMap<String, Vec<usize>>,
+    /// Entries without a fingerprint whose rule pattern is a plain id.
+    by_rule: HashMap<String, Vec<usize>>,
+    /// The rest (a rule glob): tried on every finding.
+    any: Vec<usize>,
+}
+
+impl Index {
+    fn new(entries: &[Entry]) -> Index {
+        let mut index = Index::default();
+        for (i, e) in entries.iter().enumerate() {
+            let plain_rule = e
+                .rule
+                .as_ref()
+                .map(|p| p.as_str())
+                .filter(|r| !r.contains(['*', '?', '[', ']']));
+            match (&e.fingerprint, plain_rule) {
+                (Some(fp), _) => index.by_fingerprint.entry(fp.clone()).or_default().push(i),
+                (None, Some(rule)) => index.by_rule.entry(rule.to_string()).or_default().push(i),
+                (None, None) => index.any.push(i),
+            }
+        }
+        index
+    }
 }
 
 impl Suppressions {
@@ -72,18 +107,46 @@ impl Suppressions {
     }
 
     pub fn parse(shown: &str, text: &str) -> anyhow::Result<Suppressions> {
-        let file: File =
-            toml::from_str(text).map_err(|e| anyhow::anyhow!("suppression file {shown}: {e}"))?;
+        let file: File = toml::from_str(text).map_err(|e| {
+            // The parser quotes the offending line: its controls must not
+            // reach the operator's terminal.
+            let e = crate::escape::visible_lines(&e.to_string());
+            anyhow::anyhow!("suppression file {shown}: {e}")
+        })?;
         let entries = file
             .suppress
             .into_iter()
             .enumerate()
             .map(|(i, raw)| Entry::new(i + 1, raw))
-            .collect::<Result<_, String>>()
+            .collect::<Result<Vec<_>, String>>()
             .map_err(|e| anyhow::anyhow!("suppression file {shown}: {e}"))?;
         Ok(Suppressions {
             file: shown.to_string(),
+            index: Index::new(&entries),
             entries,
+        })
+    }
+
+    /// The position of the first entry in the file that matches `f` and
+    /// has not expired on `today`.
+    pub fn first_match(&self, f: &Finding, today: NaiveDate) -> Option<usize> {
+        let none = Vec::new();
+        let mut candidates: Vec<usize> = [
+            self.index
+                .by_fingerprint
+                .get(&f.fingerprint)
+                .unwrap_or(&none),
+            self.index.by_rule.get(&f.rule).unwrap_or(&none),
+            &self.index.any,
+        ]
+        .into_iter()
+        .flatten()
+        .copied()
+        .collect();
+        candidates.sort_unstable();
+        candidates.into_iter().find(|&i| {
+            let e = &self.entries[i];
+            !e.expired(today) && e.matches(f)
         })
     }
 }
@@ -219,6 +282,10 @@ mod tests {
                 .contains("not a date")
         );
         assert!(bad("[[suppress]]\nrul = \"a\"\nreason = \"r\"\n").contains("unknown field"));
+        // The quoted line of a TOML error shows its controls escaped.
+        let quoted = bad("[[suppress]]\nrule = \"a\" \u{1b}]0;pwned\u{7}\nreason = \"r\"\n");
+        assert!(!quoted.contains('\u{1b}'), "{quoted:?}");
+        assert!(quoted.contains("\\x1b]0;pwned\\x07"), "{quoted:?}");
         let ok = Suppressions::parse(
             "s.toml",
             "[[suppress]]\nrule = \"a.*\"\nreason = \"r\"\nexpires = 2027-03-31\n\
@@ -229,5 +296,67 @@ mod tests {
         assert!(!ok.entries[0].expired(today), "the last day still applies");
         assert!(ok.entries[0].expired(today.succ_opt().unwrap()));
         assert!(ok.entries[1].expired(today));
+    }
+
+    fn finding(rule: &str, fingerprint: &str, agent: &str) -> Finding {
+        Finding {
+            rule: rule.into(),
+            severity: crate::finding::Severity::High,
+            family: "token".into(),
+            message: String::new(),
+            task_id: None,
+            agent: Some(agent.into()),
+            session_id: None,
+            event_ids: Vec::new(),
+            locations: Vec::new(),
+            at: None,
+            fingerprint: fingerprint.into(),
+            timeline: Vec::new(),
+            suppression: None,
+            baseline_state: None,
+            rests_on_version: None,
+        }
+    }
+
+    /// The index finds what trying every entry in file order finds: the
+    /// first entry that matches, whatever kind of entry it is.
+    #[test]
+    fn the_index_finds_the_first_matching_entry_in_file_order() {
+        let fp = "5d1c0f00000000000000000000000000";
+        let s = Suppressions::parse(
+            "s.toml",
+            &format!(
+                "[[suppress]]\nrule = \"token.*\"\nagent = \"agent:legacy\"\nreason = \"glob\"\n\
+                 [[suppress]]\nrule = \"token.replayed\"\nagent = \"agent:b\"\nreason = \"plain\"\n\
+                 [[suppress]]\nfingerprint = \"{}\"\nreason = \"fp\"\n\
+                 [[suppress]]\nrule = \"token.replayed\"\nreason = \"plain, any agent\"\n\
+                 [[suppress]]\nfingerprint = \"{fp}\"\nreason = \"expired\"\nexpires = 2020-01-01\n",
+                fp.to_uppercase()
+            ),
+        )
+        .unwrap();
+        let today = NaiveDate::from_ymd_opt(2026, 1, 1).unwrap();
+        let first =
+            |rule: &str, fp: &str, agent: &str| s.first_match(&finding(rule, fp, agent), today);
+        let other = "00000000000000000000000000000001";
+        assert_eq!(first("token.replayed", fp, "agent:legacy"), Some(0));
+        assert_eq!(first("token.replayed", other, "agent:b"), Some(1));
+        assert_eq!(first("token.replayed", fp, "agent:c"), Some(2));
+        assert_eq!(first("token.expired", fp, "agent:c"), Some(2));
+        assert_eq!(first("token.replayed", other, "agent:c"), Some(3));
+        assert_eq!(first("token.expired", other, "agent:c"), None);
+        assert_eq!(first("orphan.child", other, "agent:legacy"), None);
+        // Every finding, against the plain scan the index replaces.
+        for rule in ["token.replayed", "token.expired", "orphan.child"] {
+            for f in [fp, other] {
+                for agent in ["agent:legacy", "agent:b", "agent:c"] {
+                    let scan = s
+                        .entries
+                        .iter()
+                        .position(|e| !e.expired(today) && e.matches(&finding(rule, f, agent)));
+                    assert_eq!(first(rule, f, agent), scan, "{rule} {f} {agent}");
+                }
+            }
+        }
     }
 }
