@@ -11,6 +11,7 @@ pub mod ndjson;
 pub mod normalize;
 mod number_column;
 pub mod parquet;
+mod parquet_lines;
 mod parquet_pages;
 mod parquet_rows;
 pub mod payload;

@@ -7,6 +7,7 @@ use super::IngestOptions;
 use super::inputs::{Input, LogFormat};
 use super::ndjson::{self, BadLine, Chunk, MAX_REASON_CHARS, ParsedChunk, seq_of};
 use super::normalize::{NormalizeOptions, clip};
+use super::parquet_lines::{Lines, rows_as_lines};
 use super::parquet_pages::{ChunkPages, GroupName, GroupPlan, PAGE_LINES, chunk_range, plan_group};
 use super::parquet_rows::{Oversized, oversized, short_text};
 use super::row::ChunkRows;
@@ -996,6 +997,13 @@ pub fn read_all(inputs: &[Input], opts: &IngestOptions) -> ParquetRead {
     let norm = NormalizeOptions {
         token_format: opts.token_format,
     };
+    // Members that hold JSON, as other pipelines write them: text, spliced
+    // into the line as written (the unknown members' column stays text).
+    let spliced: Vec<&str> = JSON_COLUMNS
+        .iter()
+        .copied()
+        .filter(|c| *c != UNKNOWN_MEMBERS)
+        .collect();
     for (file_idx, (input_idx, input, opened)) in files.into_iter().enumerate() {
         let file_idx = file_idx as u32;
         if let Some(e) = opened.error {
@@ -1099,34 +1107,43 @@ pub fn read_all(inputs: &[Input], opts: &IngestOptions) -> ParquetRead {
                         }
                         let part = batch.slice(run.start, run.len());
                         let line = first + run.start as u64 + 1;
-                        let data = match rows_as_json_lines(&part) {
-                            Ok(d) => d,
-                            Err(e) => {
-                                out.errors.push((
-                                    input_idx,
-                                    format!(
-                                        "rows {}..{} cannot be read as JSON ({e}); the rest was kept",
+                        for lines in rows_as_lines(&part, &spliced) {
+                            match lines {
+                                Lines::Written { offset, data } => {
+                                    let chunk = Chunk {
+                                        file_idx,
+                                        chunk_idx: next_chunk(),
+                                        first_line: line + offset as u64,
+                                        data,
+                                        oversized: None,
+                                    };
+                                    out.chunks.push(ndjson::parse_chunk(
+                                        &chunk,
+                                        Arc::from(input.display.as_str()),
+                                        opts.chunk_limits(),
+                                        norm,
+                                        &mut shape,
+                                    ));
+                                }
+                                // Counted and listed as a bad line, so the
+                                // accounting and the gate see the row.
+                                Lines::Unwritable { offset, reason } => {
+                                    let line = line + offset as u64;
+                                    let bad = BadLine {
+                                        seq: seq_of(file_idx, line),
                                         line,
-                                        line + run.len() as u64 - 1
-                                    ),
-                                ));
-                                continue;
+                                        reason: clip(&reason, MAX_REASON_CHARS).into_owned(),
+                                        excerpt: String::new(),
+                                        id: None,
+                                        type_: None,
+                                        src_file: None,
+                                        digest: None,
+                                    };
+                                    out.chunks
+                                        .push(bad_rows(file_idx, next_chunk(), vec![bad], 0));
+                                }
                             }
-                        };
-                        let chunk = Chunk {
-                            file_idx,
-                            chunk_idx: next_chunk(),
-                            first_line: line,
-                            data,
-                            oversized: None,
-                        };
-                        out.chunks.push(ndjson::parse_chunk(
-                            &chunk,
-                            Arc::from(input.display.as_str()),
-                            opts.chunk_limits(),
-                            norm,
-                            &mut shape,
-                        ));
+                        }
                     }
                     let after: Vec<_> = over.collect();
                     if !after.is_empty() {
@@ -1356,37 +1373,6 @@ fn converted_bad_lines(batch: &RecordBatch, file_idx: u32, chunk_idx: u32) -> Pa
         blank: 0,
         collapsed: 0,
     }
-}
-
-/// Rows of a foreign batch as JSON object lines, JSON-text columns inlined.
-fn rows_as_json_lines(
-    batch: &RecordBatch,
-) -> Result<Vec<u8>, datafusion::arrow::error::ArrowError> {
-    let mut buf = Vec::new();
-    {
-        let mut w = datafusion::arrow::json::LineDelimitedWriter::new(&mut buf);
-        w.write(batch)?;
-        w.finish()?;
-    }
-    let mut out = Vec::with_capacity(buf.len());
-    for line in buf.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-        let fixed = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(line)
-            .map(|mut obj| {
-                // Members that hold JSON, as other pipelines write them: text.
-                for &k in JSON_COLUMNS.iter().filter(|c| **c != UNKNOWN_MEMBERS) {
-                    if let Some(serde_json::Value::String(text)) = obj.get(k)
-                        && let Ok(v) = serde_json::from_str::<serde_json::Value>(text)
-                    {
-                        obj.insert(k.to_string(), v);
-                    }
-                }
-                serde_json::to_vec(&obj).unwrap_or_else(|_| line.to_vec())
-            })
-            .unwrap_or_else(|_| line.to_vec());
-        out.extend_from_slice(&fixed);
-        out.push(b'\n');
-    }
-    Ok(out)
 }
 
 /// Which normalized table a `convert` output file holds.
