@@ -27,6 +27,9 @@ pub fn sniff(magic: &[u8]) -> LogFormat {
     match magic {
         [0x1f, 0x8b, ..] => LogFormat::Gzip,
         [0x28, 0xb5, 0x2f, 0xfd, ..] => LogFormat::Zstd,
+        // A skippable frame (0x184D2A50..=0x184D2A5F, little-endian), which
+        // pzstd writes first and zstd's decoder passes over.
+        [0x50..=0x5f, 0x2a, 0x4d, 0x18, ..] => LogFormat::Zstd,
         [b'P', b'A', b'R', b'1', ..] => LogFormat::Parquet,
         _ => LogFormat::Ndjson,
     }

@@ -445,6 +445,32 @@ fn gzip_and_zstd_are_recognised_by_content_not_name() {
     );
 }
 
+/// pzstd writes a skippable frame (its index) before the data frames: the
+/// file is zstd by content, and its events are all read, not taken for one
+/// bad NDJSON line.
+#[test]
+fn zstd_starting_with_a_skippable_frame_is_read_as_zstd() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = many_lines(300);
+    // Magic 0x184D2A50 (little-endian), a 4-byte length, then that many
+    // bytes the decoder passes over; then two ordinary frames.
+    let mut bytes = vec![0x50, 0x2a, 0x4d, 0x18, 4, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef];
+    bytes.extend(zstd::encode_all(&plain[..half(&plain)], 3).unwrap());
+    bytes.extend(zstd::encode_all(&plain[half(&plain)..], 3).unwrap());
+    let file = write(dir.path(), "p.log", &bytes);
+    let ing = read(&[file]);
+    identity_holds(&ing);
+    assert_eq!(ing.inputs[0].format, "ndjson.zst");
+    assert_eq!(ing.total().events, 300);
+    assert_eq!(ing.total().bad_lines, 0);
+}
+
+/// The end of the line in the middle of `lines`.
+fn half(lines: &[u8]) -> usize {
+    let mid = lines.len() / 2;
+    mid + lines[mid..].iter().position(|&b| b == b'\n').unwrap() + 1
+}
+
 #[test]
 fn truncated_compressed_streams_keep_what_came_before_and_say_where() {
     let dir = tempfile::tempdir().unwrap();
