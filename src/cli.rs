@@ -226,8 +226,7 @@ pub struct AuditArgs {
         conflicts_with = "fail_on"
     )]
     pub fail_on_new: Option<Severity>,
-    /// Reviewed findings that do not fail the run (TOML; see the README's
-    /// "Nightly gate").
+    /// Reviewed findings that do not fail the run (TOML; see docs/gate.md).
     #[arg(long, value_name = "FILE")]
     pub suppressions: Option<PathBuf>,
     /// Exit 1 when an entry of the suppression file matched no finding.

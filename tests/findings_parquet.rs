@@ -216,7 +216,7 @@ fn python_counts(args: &[&Path]) -> Value {
 }
 
 /// Counts of convert's tables and of the findings file, by polars and by
-/// DuckDB, as the README shows them read.
+/// DuckDB, as docs/sql.md shows them read.
 const READ_WITH_PYTHON: &str = r#"
 import json, sys
 events, bad_lines, findings = sys.argv[1:4]

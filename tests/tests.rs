@@ -10,6 +10,7 @@ mod common;
 mod completions;
 mod convert_lock;
 mod docs;
+mod docs_commands;
 mod ev_table;
 mod evidence;
 mod findings_parquet;

@@ -332,12 +332,12 @@ pub fn events_col(name: &str) -> usize {
 mod tests {
     use super::*;
 
-    /// The README's `events` table: each row's column names with the types
+    /// docs/sql.md's `events` table: each row's column names with the types
     /// it gives them (one type for all, or one each).
-    fn readme_columns() -> Vec<(String, String)> {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
-        let readme = std::fs::read_to_string(path).unwrap();
-        let tables = readme
+    fn documented_columns() -> Vec<(String, String)> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/sql.md");
+        let page = std::fs::read_to_string(path).unwrap();
+        let tables = page
             .split("\n## Tables\n")
             .nth(1)
             .expect("a Tables section");
@@ -370,7 +370,7 @@ mod tests {
         columns
     }
 
-    fn readme_type(data_type: &DataType) -> &'static [&'static str] {
+    fn documented_type(data_type: &DataType) -> &'static [&'static str] {
         match data_type {
             DataType::Int64 => &["int64"],
             DataType::Int32 => &["int32"],
@@ -380,14 +380,14 @@ mod tests {
             DataType::Timestamp(_, _) => &["timestamp"],
             DataType::Dictionary(_, _) => &["category"],
             DataType::FixedSizeBinary(16) => &["binary(16)"],
-            other => panic!("no README word for {other}"),
+            other => panic!("no docs/sql.md word for {other}"),
         }
     }
 
     #[test]
-    fn the_readme_lists_every_events_column_with_its_type() {
-        let readme = readme_columns();
-        let listed: Vec<&str> = readme.iter().map(|(name, _)| name.as_str()).collect();
+    fn docs_sql_md_lists_every_events_column_with_its_type() {
+        let documented = documented_columns();
+        let listed: Vec<&str> = documented.iter().map(|(name, _)| name.as_str()).collect();
         let mut sorted = listed.clone();
         sorted.sort_unstable();
         sorted.dedup();
@@ -397,20 +397,20 @@ mod tests {
             "a column listed twice: {listed:?}"
         );
         for field in EVENTS.fields() {
-            let Some((_, type_)) = readme.iter().find(|(name, _)| name == field.name()) else {
-                panic!("README.md's events table lacks {}", field.name());
+            let Some((_, type_)) = documented.iter().find(|(name, _)| name == field.name()) else {
+                panic!("docs/sql.md's events table lacks {}", field.name());
             };
-            let words = readme_type(field.data_type());
+            let words = documented_type(field.data_type());
             assert!(
                 words.contains(&type_.as_str()),
-                "README.md says {} is {type_}, the schema {words:?}",
+                "docs/sql.md says {} is {type_}, the schema {words:?}",
                 field.name()
             );
             let json = JSON_COLUMNS.contains(&field.name().as_str());
             assert_eq!(
                 type_ == "JSON text",
                 json,
-                "README.md says {} is {type_}; a JSON column: {json}",
+                "docs/sql.md says {} is {type_}; a JSON column: {json}",
                 field.name()
             );
         }
@@ -421,7 +421,7 @@ mod tests {
         for name in listed {
             assert!(
                 EVENTS.index_of(name).is_ok(),
-                "README.md lists {name}, not a column"
+                "docs/sql.md lists {name}, not a column"
             );
         }
     }
