@@ -182,6 +182,10 @@ pub struct InputArgs {
     /// matches nothing) and logs without events; otherwise they exit 2.
     #[arg(long)]
     pub allow_empty: bool,
+    /// Audit the rest when a log in a walked directory or a pattern's
+    /// matches cannot be read, listing it as skipped; otherwise exit 2.
+    #[arg(long)]
+    pub allow_unreadable: bool,
 }
 
 #[derive(Args, Debug)]

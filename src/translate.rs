@@ -97,6 +97,7 @@ fn reading(
             max_line_bytes: usize::try_from(args.max_line_bytes).unwrap_or(usize::MAX),
             max_bad_lines: args.max_bad_lines.unwrap_or(defaults.max_bad_lines),
             allow_empty: args.allow_empty,
+            allow_unreadable: args.allow_unreadable,
             ..defaults
         },
         bad_lines_out: args.bad_lines.clone(),

@@ -25,8 +25,11 @@ pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
         out.clone()
     };
     // An output that is an input is refused before anything is made.
-    let (found, skipped) =
-        hvaudit::ingest::inputs::expand(&args.input.paths, args.input.allow_empty)?;
+    let (found, skipped) = hvaudit::ingest::inputs::expand(
+        &args.input.paths,
+        args.input.allow_empty,
+        args.input.allow_unreadable,
+    )?;
     let remote = is_object_url(out);
     if !remote {
         hvaudit::output::refuse_inputs(&[("-o", out.as_path())], &found)?;
@@ -162,13 +165,13 @@ fn runs_in(out: &Path) -> anyhow::Result<Runs> {
     use hvaudit::ingest::parquet::{OwnTable, describe_own};
     let found = if is_object_url(out) {
         // A prefix with no object yet holds no run.
-        match hvaudit::ingest::inputs::expand(&[out.to_path_buf()], true) {
+        match hvaudit::ingest::inputs::expand(&[out.to_path_buf()], true, false) {
             Ok((found, _)) => found,
             Err(hvaudit::ingest::inputs::InputError::RemoteMissing { .. }) => Vec::new(),
             Err(e) => return Err(e.into()),
         }
     } else if out.is_dir() {
-        hvaudit::ingest::inputs::expand(&[out.to_path_buf()], true)?.0
+        hvaudit::ingest::inputs::expand(&[out.to_path_buf()], true, false)?.0
     } else {
         Vec::new()
     };

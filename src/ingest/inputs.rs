@@ -60,6 +60,11 @@ pub enum InputError {
     #[error("cannot read {path}: {reason}; check the path or pass a readable file")]
     Unreadable { path: String, reason: String },
     #[error(
+        "cannot read {path}: {reason}; a log that cannot be read may hold findings: make it \
+         readable, or pass --allow-unreadable to audit the rest and list it as skipped"
+    )]
+    UnreadableInWalk { path: String, reason: String },
+    #[error(
         "no file matches {pattern}; check the pattern (quote it to stop the shell expanding it)"
     )]
     NoMatch { pattern: String },
@@ -112,6 +117,7 @@ fn skipped_note(skipped: &[Skipped]) -> String {
 pub fn expand(
     paths: &[PathBuf],
     allow_empty: bool,
+    allow_unreadable: bool,
 ) -> Result<(Vec<Input>, Vec<Skipped>), InputError> {
     let stdin_default = [PathBuf::from(STDIN_ARG)];
     let paths = if paths.is_empty() && !std::io::stdin().is_terminal() {
@@ -174,7 +180,7 @@ pub fn expand(
                 open_stream(p, STDIN_NAME.into(), Box::new(stdin), terminal).map_err(unreadable)?,
             );
         } else if p.is_dir() {
-            walk_dir(p, &mut inputs, &mut skipped);
+            walk_dir(p, &mut inputs, &mut skipped, allow_unreadable)?;
         } else if p.exists() {
             inputs.push(open_named(p).map_err(unreadable)?);
         } else if shown.contains(['*', '?', '[']) {
@@ -196,14 +202,11 @@ pub fn expand(
             }
             for f in found {
                 if f.is_dir() {
-                    walk_dir(&f, &mut inputs, &mut skipped);
+                    walk_dir(&f, &mut inputs, &mut skipped, allow_unreadable)?;
                 } else {
                     match open_named(&f) {
                         Ok(i) => inputs.push(i),
-                        Err(reason) => skipped.push(Skipped {
-                            path: shown_path(&f),
-                            reason,
-                        }),
+                        Err(reason) => skipped.push(passed_over(&f, reason, allow_unreadable)?),
                     }
                 }
             }
@@ -232,14 +235,67 @@ pub fn expand(
     Ok((inputs, skipped))
 }
 
-fn walk_dir(dir: &Path, inputs: &mut Vec<Input>, skipped: &mut Vec<Skipped>) {
+/// A file that a walk or pattern found but could not read: passed over
+/// and listed with `--allow-unreadable`; otherwise the run stops, since a
+/// log that cannot be read may be the one that holds a finding.
+fn passed_over(path: &Path, reason: String, allow_unreadable: bool) -> Result<Skipped, InputError> {
+    if !allow_unreadable {
+        return Err(InputError::UnreadableInWalk {
+            path: shown_path(path),
+            reason,
+        });
+    }
+    Ok(Skipped {
+        path: shown_path(path),
+        reason: format!("cannot be read ({reason}; --allow-unreadable)"),
+    })
+}
+
+/// ELOOP on Linux: "too many levels of symbolic links" (std has no stable
+/// error kind for it).
+const ELOOP: i32 = 40;
+
+/// Whether a name is one of hvaudit's own temporary files or directories
+/// (`.hvaudit-*`), which a walk passes over without a word.
+fn own_temporary(name: &str) -> bool {
+    name.starts_with(".hvaudit-")
+}
+
+fn walk_dir(
+    dir: &Path,
+    inputs: &mut Vec<Input>,
+    skipped: &mut Vec<Skipped>,
+    allow_unreadable: bool,
+) -> Result<(), InputError> {
     let before = inputs.len();
-    let walker = walkdir::WalkDir::new(dir)
+    let mut walker = walkdir::WalkDir::new(dir)
         .follow_links(true)
         .sort_by_file_name()
-        .into_iter()
-        .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'));
-    for entry in walker {
+        .into_iter();
+    while let Some(entry) = walker.next() {
+        // A name that starts with a dot is not walked into or read, but
+        // listed, so that nothing in the tree goes unmentioned.
+        if let Ok(e) = &entry
+            && e.depth() > 0
+            && e.file_name().to_string_lossy().starts_with('.')
+        {
+            let name = e.file_name().to_string_lossy();
+            let is_dir = e.file_type().is_dir();
+            if is_dir {
+                walker.skip_current_dir();
+            }
+            if !own_temporary(&name) {
+                skipped.push(Skipped {
+                    path: shown_path(e.path()),
+                    reason: format!(
+                        "a hidden {} (its name starts with a dot), not read; name it on the \
+                         command line to audit it",
+                        if is_dir { "directory" } else { "file" }
+                    ),
+                });
+            }
+            continue;
+        }
         match entry {
             Ok(e) if e.file_type().is_file() => {
                 let named = named_like_a_log(&e.file_name().to_string_lossy());
@@ -252,6 +308,11 @@ fn walk_dir(dir: &Path, inputs: &mut Vec<Input>, skipped: &mut Vec<Skipped>) {
                         Ok(false) => Err(not_a_log_reason()),
                         Err(e) => Err(e),
                     },
+                    // A log by its name that cannot be read.
+                    Err(reason) if named => {
+                        skipped.push(passed_over(e.path(), reason, allow_unreadable)?);
+                        continue;
+                    }
                     Err(reason) => Err(reason),
                 };
                 match taken {
@@ -274,16 +335,29 @@ fn walk_dir(dir: &Path, inputs: &mut Vec<Input>, skipped: &mut Vec<Skipped>) {
                 });
             }
             Ok(_) => {}
-            Err(e) => skipped.push(Skipped {
+            Err(e) if e.loop_ancestor().is_some() => skipped.push(Skipped {
                 path: shown_path(e.path().unwrap_or(dir)),
-                reason: if e.loop_ancestor().is_some() {
-                    "symbolic link loop".into()
-                } else {
-                    e.io_error()
-                        .map(|io| io.to_string())
-                        .unwrap_or_else(|| e.to_string())
-                },
+                reason: "symbolic link loop".into(),
             }),
+            Err(e) => {
+                let reason = e
+                    .io_error()
+                    .map(|io| io.to_string())
+                    .unwrap_or_else(|| e.to_string());
+                // A link to nothing, or to itself, holds nothing to read;
+                // a directory or file that cannot be read may hold logs.
+                let holds_nothing = e.io_error().is_some_and(|io| {
+                    io.kind() == std::io::ErrorKind::NotFound || io.raw_os_error() == Some(ELOOP)
+                });
+                let path = e.path().unwrap_or(dir);
+                skipped.push(match holds_nothing {
+                    true => Skipped {
+                        path: shown_path(path),
+                        reason,
+                    },
+                    false => passed_over(path, reason, allow_unreadable)?,
+                });
+            }
         }
     }
     if inputs.len() == before {
@@ -296,6 +370,7 @@ fn walk_dir(dir: &Path, inputs: &mut Vec<Input>, skipped: &mut Vec<Skipped>) {
             ),
         });
     }
+    Ok(())
 }
 
 /// A file named on the command line (or matched by a glob): a regular

@@ -56,6 +56,9 @@ pub struct IngestOptions {
     pub max_bad_lines: usize,
     /// Accept a directory or pattern without logs (`--allow-empty`).
     pub allow_empty: bool,
+    /// List a log that a walk or pattern finds but cannot read as skipped,
+    /// instead of failing (`--allow-unreadable`).
+    pub allow_unreadable: bool,
     /// Write the event rows to files here as they are read, holding only
     /// the redelivery table in memory; `Ingested::spilled` then holds them
     /// (for `convert` under a memory limit).
@@ -75,6 +78,7 @@ impl Default for IngestOptions {
             keep_bad_raw: false,
             max_bad_lines: DEFAULT_MAX_BAD_LINES,
             allow_empty: false,
+            allow_unreadable: false,
             spill_dir: None,
             progress: Arc::default(),
             interrupt: Default::default(),
@@ -124,7 +128,7 @@ impl Ingested {
 
 /// Expand the paths and read every input.
 pub fn ingest(paths: &[PathBuf], opts: &IngestOptions) -> Result<Ingested, InputError> {
-    let (inputs, skipped) = inputs::expand(paths, opts.allow_empty)?;
+    let (inputs, skipped) = inputs::expand(paths, opts.allow_empty, opts.allow_unreadable)?;
     ingest_inputs(&inputs, skipped, opts)
 }
 

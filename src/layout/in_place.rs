@@ -69,8 +69,12 @@ impl ParquetInputs {
 /// Find and describe the Parquet files under `paths`. Each must be
 /// `convert`'s output, and files from different convert runs must not
 /// share seqs (each shard converted with its own `--shard`).
-pub fn scan_inputs(paths: &[PathBuf], allow_empty: bool) -> anyhow::Result<ParquetInputs> {
-    let (found, skipped) = inputs::expand(paths, allow_empty)?;
+pub fn scan_inputs(
+    paths: &[PathBuf],
+    allow_empty: bool,
+    allow_unreadable: bool,
+) -> anyhow::Result<ParquetInputs> {
+    let (found, skipped) = inputs::expand(paths, allow_empty, allow_unreadable)?;
     let mut out = ParquetInputs {
         skipped,
         ..Default::default()

@@ -122,7 +122,7 @@ pub fn write_tables(
 /// A regular file (not a link or anything else) that `convert` wrote.
 fn is_convert_file(path: &Path) -> bool {
     path.symlink_metadata().is_ok_and(|m| m.is_file())
-        && crate::ingest::inputs::expand(&[path.to_path_buf()], true).is_ok_and(|(found, _)| {
+        && crate::ingest::inputs::expand(&[path.to_path_buf()], true, false).is_ok_and(|(found, _)| {
             matches!(found.as_slice(), [file] if crate::ingest::parquet::describe_own(file).is_ok())
         })
 }

@@ -242,8 +242,12 @@ impl Tables {
             Location::InPlace => {
                 refuse_outputs(opts)?;
                 sweep_stale(&memory.spill_dir_or_default(), opts.quiet(), false);
-                let files =
-                    in_place::scan_inputs(&opts.inputs, opts.ingest.allow_empty).map_err(usage)?;
+                let files = in_place::scan_inputs(
+                    &opts.inputs,
+                    opts.ingest.allow_empty,
+                    opts.ingest.allow_unreadable,
+                )
+                .map_err(usage)?;
                 Place::InPlace(files)
             }
             #[cfg(feature = "cluster")]
@@ -257,8 +261,12 @@ impl Tables {
                     sweep_stale(&dir, opts.quiet(), false);
                 }
                 crate::cluster::scheduler_address(url).map_err(TablesError::Usage)?;
-                let files =
-                    in_place::scan_inputs(&opts.inputs, opts.ingest.allow_empty).map_err(usage)?;
+                let files = in_place::scan_inputs(
+                    &opts.inputs,
+                    opts.ingest.allow_empty,
+                    opts.ingest.allow_unreadable,
+                )
+                .map_err(usage)?;
                 Place::Cluster(OnCluster {
                     url: url.clone(),
                     timeout: *timeout,
@@ -267,7 +275,11 @@ impl Tables {
                 })
             }
             Location::BySize => {
-                let (found, skipped) = inputs::expand(&opts.inputs, opts.ingest.allow_empty)?;
+                let (found, skipped) = inputs::expand(
+                    &opts.inputs,
+                    opts.ingest.allow_empty,
+                    opts.ingest.allow_unreadable,
+                )?;
                 match SpillPlan::decide(&found, &memory, 10) {
                     Some(plan) => {
                         let on_disk = read_to_disk(opts, found, skipped, plan, purpose.then())
@@ -378,7 +390,7 @@ fn refuse_outputs(opts: &ReadingOptions) -> Result<(), TablesError> {
     if opts.outputs.is_empty() {
         return Ok(());
     }
-    let (found, _) = inputs::expand(&opts.inputs, true)?;
+    let (found, _) = inputs::expand(&opts.inputs, true, true)?;
     let outputs: Vec<(&str, &Path)> = opts
         .outputs
         .iter()
@@ -435,7 +447,7 @@ fn read_to_disk(
     let spinner = crate::progress::phase_spinner(quiet, "spilling: writing the rows as Parquet");
     crate::layout::write_tables(&mut ingested, &tables, false, 0)?;
     drop(spinner);
-    let files = in_place::scan_inputs(std::slice::from_ref(&tables), true)?;
+    let files = in_place::scan_inputs(std::slice::from_ref(&tables), true, false)?;
     let mut read = ingested.inputs;
     read.extend(ingested.skipped.iter().map(skipped_input));
     Ok(OnDisk {

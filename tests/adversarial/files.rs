@@ -416,6 +416,59 @@ fn a_forged_hvaudit_parquet_cannot_break_the_accounting() {
     }
 }
 
+/// A log whose name starts with a dot, or that sits in a hidden directory,
+/// is not read in a walk, but it is listed with the reason, so that a
+/// reader of the report sees it was passed over; hvaudit's own temporary
+/// files are passed over without a word. Named on the command line, it is
+/// read.
+#[test]
+fn hidden_files_in_a_walk_are_listed_as_passed_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(logs.join(".hidden")).unwrap();
+    write(&logs, "a.ndjson", &numbered("ok", 3));
+    let evidence = write(&logs, ".evidence.ndjson", &numbered("dot", 2));
+    write(&logs.join(".hidden"), "x.ndjson", &numbered("hid", 2));
+    write(&logs, ".hvaudit-1-2.tmp", b"partial");
+    let ing = read_with(std::slice::from_ref(&logs), &IngestOptions::default());
+    assert_eq!(ing.total().events, 3);
+    let listed: Vec<(String, String)> = ing
+        .skipped
+        .iter()
+        .map(|s| (s.path.clone(), s.reason.clone()))
+        .collect();
+    let reason = |name: &str| {
+        listed
+            .iter()
+            .find(|(p, _)| p.ends_with(name))
+            .map(|(_, r)| r.clone())
+            .unwrap_or_else(|| panic!("{name} not listed: {listed:?}"))
+    };
+    assert!(reason(".evidence.ndjson").contains("hidden file"));
+    assert!(reason(".hidden").contains("hidden directory"));
+    assert!(
+        !listed
+            .iter()
+            .any(|(p, _)| p.contains("x.ndjson") || p.contains(".hvaudit-")),
+        "{listed:?}"
+    );
+    let (_, stdout, _) = run_ok(
+        &[os("audit"), os("--format"), os("json"), logs.as_os_str()],
+        &[0, 1],
+    );
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let skipped: Vec<&str> = report["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["format"] == "skipped")
+        .map(|i| i["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(skipped.len(), 2, "{skipped:?}");
+    let named = read_with(&[evidence], &IngestOptions::default());
+    assert_eq!(named.total().events, 2);
+}
+
 #[test]
 fn unreadable_entries_loops_and_empty_directories_are_skipped_and_named() {
     use std::os::unix::fs::{PermissionsExt, symlink};
@@ -477,10 +530,24 @@ fn unreadable_entries_loops_and_empty_directories_are_skipped_and_named() {
     // A file its mode makes unreadable, checked through the binary: the
     // tests may run as root, whom modes do not stop (hvaudit_bound_by_modes
     // then takes that power away).
+    // It might hold the finding: the run stops (exit 2) and says how to go
+    // on; `--allow-unreadable` audits the rest and lists it as skipped.
     let locked = write(&logs, "locked.ndjson", &numbered("locked", 2));
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
     let out = hvaudit_bound_by_modes()
         .args(["audit", "-q", "--format", "json", "--fail-on", "none"])
+        .arg(&logs)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        stderr.contains("locked.ndjson") && stderr.contains("--allow-unreadable"),
+        "{stderr}"
+    );
+    let out = hvaudit_bound_by_modes()
+        .args(["audit", "-q", "--format", "json", "--fail-on", "none"])
+        .arg("--allow-unreadable")
         .arg(&logs)
         .output()
         .unwrap();
