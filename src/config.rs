@@ -60,7 +60,7 @@ const COMMANDS: [&str; 4] = ["audit", "sql", "convert", "replay"];
 
 /// Options a discovered file may not set, with why: only a file the
 /// operator names (`--config`, `HVAUDIT_CONFIG`) may.
-pub const EXPLICIT_ONLY: [(&str, &str); 9] = [
+pub const EXPLICIT_ONLY: [(&str, &str); 10] = [
     ("output", "writes a file"),
     ("bad-lines", "writes a file"),
     ("spill-dir", "chooses where files are written"),
@@ -70,6 +70,10 @@ pub const EXPLICIT_ONLY: [(&str, &str); 9] = [
     ("allow-writes", "lets SQL write and read files"),
     ("cluster", "sends the logs' audit to another machine"),
     ("endpoint", "chooses where object URLs are read from"),
+    (
+        "allow-unreadable",
+        "lets a log that cannot be read go unaudited",
+    ),
 ];
 
 /// How a configuration file was found.
@@ -376,11 +380,12 @@ impl Loaded {
     fn read(path: &Path, found: Found) -> Result<Loaded, ArgsError> {
         let shown = shown_path(path);
         let fail = |e: String| ArgsError::Config(format!("configuration file {shown}: {e}"));
-        let text = std::fs::read_to_string(path)
+        let text = hvaudit::operator_files::read_text(path, hvaudit::operator_files::TEXT_LIMIT)
             .map_err(|e| fail(format!("cannot read it ({e}); check --config")))?;
+        // The parser quotes the offending line: its controls are escaped.
         let table: toml::Table = text
             .parse()
-            .map_err(|e: toml::de::Error| fail(e.to_string()))?;
+            .map_err(|e: toml::de::Error| fail(hvaudit::escape::visible_lines(&e.to_string())))?;
         let mut rules = Vec::new();
         for (section, value) in &table {
             match (section.as_str(), value) {

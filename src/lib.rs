@@ -25,6 +25,7 @@ pub mod interrupt;
 pub mod layout;
 pub mod log_format;
 pub mod object_storage;
+pub mod operator_files;
 pub mod output;
 pub mod parquet_output;
 pub mod progress;

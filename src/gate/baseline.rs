@@ -28,7 +28,7 @@ struct JsonReport {
 impl Baseline {
     pub fn load(path: &Path) -> anyhow::Result<Baseline> {
         let shown = shown_path(path);
-        let file = std::fs::File::open(path)
+        let file = crate::operator_files::open_regular(path)
             .map_err(|e| anyhow::anyhow!("cannot read the baseline {shown}: {e}"))?;
         let report: JsonReport =
             serde_json::from_reader(std::io::BufReader::new(file)).map_err(|e| {

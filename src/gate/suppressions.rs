@@ -100,9 +100,12 @@ impl Index {
 impl Suppressions {
     pub fn load(path: &Path) -> anyhow::Result<Suppressions> {
         let shown = shown_path(path);
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            anyhow::anyhow!("cannot read the suppression file {shown}: {e}; check --suppressions")
-        })?;
+        let text = crate::operator_files::read_text(path, crate::operator_files::TEXT_LIMIT)
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot read the suppression file {shown}: {e}; check --suppressions"
+                )
+            })?;
         Suppressions::parse(&shown, &text)
     }
 

@@ -1041,16 +1041,7 @@ pub fn read_all(inputs: &[Input], opts: &IngestOptions) -> ParquetRead {
                     } else {
                         reason
                     };
-                    let bad = BadLine {
-                        seq: seq_of(seq_file, line),
-                        line,
-                        reason: clip(&reason, MAX_REASON_CHARS).into_owned(),
-                        excerpt: String::new(),
-                        id: None,
-                        type_: None,
-                        src_file: None,
-                        digest: None,
-                    };
+                    let bad = row_bad_line(seq_of(seq_file, line), line, &reason);
                     out.chunks
                         .push(bad_rows(file_idx, next_chunk(), vec![bad], rows - 1));
                     continue;
@@ -1129,16 +1120,7 @@ pub fn read_all(inputs: &[Input], opts: &IngestOptions) -> ParquetRead {
                                 // accounting and the gate see the row.
                                 Lines::Unwritable { offset, reason } => {
                                     let line = line + offset as u64;
-                                    let bad = BadLine {
-                                        seq: seq_of(file_idx, line),
-                                        line,
-                                        reason: clip(&reason, MAX_REASON_CHARS).into_owned(),
-                                        excerpt: String::new(),
-                                        id: None,
-                                        type_: None,
-                                        src_file: None,
-                                        digest: None,
-                                    };
+                                    let bad = row_bad_line(seq_of(file_idx, line), line, &reason);
                                     out.chunks
                                         .push(bad_rows(file_idx, next_chunk(), vec![bad], 0));
                                 }
@@ -1158,6 +1140,20 @@ pub fn read_all(inputs: &[Input], opts: &IngestOptions) -> ParquetRead {
     }
     out.next_file_idx = out.next_file_idx.max(spare_idx);
     out
+}
+
+/// A row of a Parquet file rejected for `reason`, with no text of its own.
+fn row_bad_line(seq: i64, line: u64, reason: &str) -> BadLine {
+    BadLine {
+        seq,
+        line,
+        reason: clip(reason, MAX_REASON_CHARS).into_owned(),
+        excerpt: String::new(),
+        id: None,
+        type_: None,
+        src_file: None,
+        digest: None,
+    }
 }
 
 /// `batch` (rows from file row `first`, from 0) without its rows longer

@@ -203,26 +203,15 @@ impl Encoder for TextKeyMap<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ingest::parquet_rows::tests::batch;
     use datafusion::arrow::array::{ArrayRef, Int32Array, Int32Builder, MapBuilder, StringBuilder};
-    use datafusion::arrow::datatypes::{Field, Schema};
+    use datafusion::arrow::datatypes::Field;
 
     fn text(lines: &[Lines]) -> String {
         match lines {
             [Lines::Written { offset: 0, data }] => String::from_utf8(data.clone()).unwrap(),
             other => panic!("{other:?}"),
         }
-    }
-
-    fn batch(columns: Vec<(&str, ArrayRef)>) -> RecordBatch {
-        let fields: Vec<Field> = columns
-            .iter()
-            .map(|(n, a)| Field::new(*n, a.data_type().clone(), true))
-            .collect();
-        RecordBatch::try_new(
-            Arc::new(Schema::new(fields)),
-            columns.into_iter().map(|(_, a)| a).collect(),
-        )
-        .unwrap()
     }
 
     #[test]

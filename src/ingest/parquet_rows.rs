@@ -200,7 +200,7 @@ fn sum_items(items: Option<&[u64]>) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use datafusion::arrow::array::{
         DictionaryArray, Int64Array, ListArray, MapBuilder, StringArray, StringBuilder, StructArray,
@@ -208,7 +208,9 @@ mod tests {
     use datafusion::arrow::datatypes::{Field, Int32Type, Int64Type, Schema};
     use std::sync::Arc;
 
-    fn batch(columns: Vec<(&str, ArrayRef)>) -> RecordBatch {
+    /// A batch of nullable columns named as given (also for the tests of
+    /// `parquet_lines`).
+    pub(crate) fn batch(columns: Vec<(&str, ArrayRef)>) -> RecordBatch {
         let fields: Vec<Field> = columns
             .iter()
             .map(|(n, a)| Field::new(*n, a.data_type().clone(), true))

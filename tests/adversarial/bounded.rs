@@ -152,3 +152,30 @@ fn a_log_of_bad_lines_costs_no_more_memory_at_four_times_its_size() {
     );
     assert!(b < 512 << 20, "peak {b} B for 2 M one-byte bad lines");
 }
+
+/// Files the operator names are read only when regular: `/dev/zero` as the
+/// suppression file, the baseline or the configuration was read until
+/// memory ran out. Each is refused at once, naming the file (exit 2).
+#[test]
+fn operator_files_that_never_end_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = write(dir.path(), "a.ndjson", &numbered("ok", 3));
+    for option in ["--suppressions", "--baseline"] {
+        let (_, _, stderr) = run_ok(
+            &[os("audit"), os(option), os("/dev/zero"), log.as_os_str()],
+            &[2],
+        );
+        assert!(
+            stderr.contains("/dev/zero") && stderr.contains("not a regular file"),
+            "{option}: {stderr}"
+        );
+    }
+    let out = crate::common::scrubbed(crate::common::bin())
+        .args(["--config", "/dev/zero", "audit"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("not a regular file"), "{stderr}");
+}
