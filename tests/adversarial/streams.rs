@@ -271,3 +271,42 @@ fn file_names_cannot_drive_the_terminal_or_pass_for_another() {
         "{shown:?}"
     );
 }
+
+/// A CRLF line exactly as long as the cap, whose CR is the last byte of the
+/// file reader's first 4 MiB read: it was rejected from the file (the CR
+/// counted against the cap before its LF came) and accepted piped in. The
+/// cap now counts the line without its CR wherever a read ends.
+#[test]
+fn a_crlf_line_at_the_cap_is_read_alike_from_a_file_and_a_pipe() {
+    const READ: usize = 4 << 20;
+    let cap = READ - 1;
+    let dir = tempfile::tempdir().unwrap();
+    let head = r#"{"spec_version":"0.2","id":"e1","type":"task.progress","source":"agent:a","created_at":"2026-07-14T10:00:00Z","payload":{"pad":""#;
+    let tail = r#""}}"#;
+    let mut bytes = head.as_bytes().to_vec();
+    bytes.resize(cap - tail.len(), b'x');
+    bytes.extend_from_slice(tail.as_bytes());
+    assert_eq!(bytes.len(), cap);
+    bytes.extend_from_slice(b"\r\n");
+    assert_eq!(bytes[READ - 1], b'\r', "the CR ends the first read");
+    bytes.extend_from_slice(&numbered("after", 1));
+    let log = write(dir.path(), "crlf.ndjson", &bytes);
+    let cap = cap.to_string();
+    let counts = |out: &std::process::Output| {
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let a = &report["accounting"];
+        (a["events"].clone(), a["bad_lines"].clone())
+    };
+    let from_file = shell(
+        &format!("$HV audit -q --format json --fail-on none --max-line-bytes {cap} \"$LOG\""),
+        &log,
+    );
+    let piped = shell(
+        &format!(
+            "cat \"$LOG\" | $HV audit -q --format json --fail-on none --max-line-bytes {cap} -"
+        ),
+        &log,
+    );
+    assert_eq!(counts(&from_file), (json!(2), json!(0)), "{from_file:?}");
+    assert_eq!(counts(&from_file), counts(&piped));
+}
