@@ -26,6 +26,39 @@ pub struct Input {
     pub stream: Option<Stream>,
     /// An object in a store (`s3://…`), read by ranges.
     pub object: Option<crate::object_storage::RemoteObject>,
+    /// The file (device, inode) the walk or the command line found and
+    /// sniffed: the readers open the path again, and read it only when it
+    /// is still that file (see [`Input::open_file`]).
+    pub found_as: Option<(u64, u64)>,
+}
+
+/// O_NONBLOCK on Linux (std names no open flags).
+const O_NONBLOCK: i32 = 0o4000;
+
+impl Input {
+    /// The input's file, opened again for reading: refused unless it is
+    /// still the regular file that was found, so that a name swapped in
+    /// between (a link to `/dev/zero`, another log) is never read.
+    pub fn open_file(&self) -> Result<File, String> {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        // Non-blocking, so that a FIFO swapped in cannot hold the open (on
+        // a regular file the flag changes nothing).
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(O_NONBLOCK)
+            .open(&self.path)
+            .map_err(|e| format!("cannot open: {e}"))?;
+        let meta = file.metadata().map_err(|e| format!("cannot open: {e}"))?;
+        let now = (meta.dev(), meta.ino());
+        if !meta.is_file() || self.found_as.is_some_and(|found| found != now) {
+            return Err(
+                "it was replaced after it was found (its name now leads to another file); \
+                 not read: audit again once the directory is still"
+                    .into(),
+            );
+        }
+        Ok(file)
+    }
 }
 
 /// A one-time readable input, opened already (see [`Input::stream`]).
@@ -170,6 +203,7 @@ pub fn expand(
                     bytes: object.size,
                     stream: None,
                     object: Some(object),
+                    found_as: None,
                 });
             }
             continue;
@@ -438,6 +472,7 @@ fn open_stream(
         bytes: 0,
         stream: Some(Stream::new(head, reader)),
         object: None,
+        found_as: None,
     })
 }
 
@@ -458,16 +493,18 @@ fn read_head(reader: &mut dyn Read, n: usize) -> std::io::Result<Vec<u8>> {
 }
 
 fn open_input(path: &Path) -> Result<Input, String> {
+    use std::os::unix::fs::MetadataExt;
     let mut f = File::open(path).map_err(|e| e.to_string())?;
-    let bytes = f.metadata().map_err(|e| e.to_string())?.len();
+    let meta = f.metadata().map_err(|e| e.to_string())?;
     let head = read_head(&mut f, 4).map_err(|e| e.to_string())?;
     Ok(Input {
         path: path.to_path_buf(),
         display: shown_path(path),
         format: sniff(&head),
-        bytes,
+        bytes: meta.len(),
         stream: None,
         object: None,
+        found_as: Some((meta.dev(), meta.ino())),
     })
 }
 

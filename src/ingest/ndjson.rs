@@ -166,9 +166,9 @@ pub fn read_chunks(
         },
         None => match &input.object {
             Some(object) => Box::new(object.reader_from(0)),
-            None => match std::fs::File::open(&input.path) {
+            None => match input.open_file() {
                 Ok(f) => Box::new(f),
-                Err(e) => return Some(format!("cannot open: {e}")),
+                Err(e) => return Some(e),
             },
         },
     };

@@ -34,7 +34,6 @@ use datafusion::parquet::file::page_index::offset_index::OffsetIndexMetaData;
 use datafusion::parquet::file::reader::ChunkReader;
 use std::fs::File;
 use std::ops::Range;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -136,9 +135,9 @@ fn own_table(footer: &ArrowReaderMetadata) -> (Option<OwnTable>, Option<String>)
     (table, get(RUN_KEY))
 }
 
-/// The file at `path` and its footer, or why it cannot be read.
-fn open_file(path: &Path) -> Result<(File, ArrowReaderMetadata), String> {
-    let file = File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+/// The input's file and its footer, or why it cannot be read.
+fn open_file(input: &Input) -> Result<(File, ArrowReaderMetadata), String> {
+    let file = input.open_file()?;
     let footer = read_footer(&file)?;
     Ok((file, footer))
 }
@@ -197,7 +196,7 @@ fn open(input: &Input, threads: usize, limits: Limits) -> Opened {
     };
     let footer = match &input.object {
         Some(object) => read_footer(object),
-        None => open_file(&input.path).map(|(_, footer)| footer),
+        None => open_file(input).map(|(_, footer)| footer),
     };
     let footer = match footer {
         Ok(footer) => footer,
@@ -232,7 +231,7 @@ fn open(input: &Input, threads: usize, limits: Limits) -> Opened {
             decode(&footer, &remote, threads, skip_empty, limits)
         }
         None => {
-            let reopen = Whole(|| File::open(&input.path).map_err(|e| format!("cannot open: {e}")));
+            let reopen = Whole(|| input.open_file());
             decode(&footer, &reopen, threads, skip_empty, limits)
         }
     };
@@ -1409,7 +1408,7 @@ pub fn describe_own(input: &Input) -> Result<OwnFile, String> {
             describe(input, fetch, footer.clone())
         }
         None => {
-            let (file, footer) = open_file(&input.path)?;
+            let (file, footer) = open_file(input)?;
             describe(input, |_: &[usize]| Ok(file), footer)
         }
     }
@@ -1562,6 +1561,7 @@ mod tests {
     use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema};
     use datafusion::parquet::arrow::ArrowWriter;
     use datafusion::parquet::file::properties::WriterProperties;
+    use std::path::Path;
 
     /// A file of `groups` row groups of `rows` rows each, numbered 0.. in order.
     fn numbered_file(groups: usize, rows: usize) -> tempfile::NamedTempFile {
@@ -1619,7 +1619,7 @@ mod tests {
         // Seven groups of 5000 rows: four runs of two groups (the last of one).
         let file = numbered_file(7, 5000);
         let path = file.path();
-        let (_, footer) = open_file(path).unwrap();
+        let footer = read_footer(&File::open(path).unwrap()).unwrap();
         assert_eq!(footer.metadata().num_row_groups(), 7);
         assert_eq!(spans(footer.metadata()).len(), 4);
         let (parallel, error) = decode(&footer, &open_path(path), 3, true, limits());
@@ -1841,7 +1841,7 @@ mod tests {
         w.close().unwrap();
         let path = file.path();
         let topic = EVENTS.index_of("topic").unwrap();
-        let (_, footer) = open_file(path).unwrap();
+        let footer = read_footer(&File::open(path).unwrap()).unwrap();
         assert!(
             empty_columns(&footer, &[0])[topic],
             "topic is empty in the first group"

@@ -577,3 +577,58 @@ fn unreadable_entries_loops_and_empty_directories_are_skipped_and_named() {
         );
     }
 }
+
+/// The walk finds and sniffs a log; the reader opens its name again. A name
+/// swapped in between for a link (to `/dev/zero`, which never ends, or to
+/// another log) was read as whatever it led to. The reader now reads only
+/// the file that was found, NDJSON and Parquet alike, and says why not.
+#[test]
+fn a_log_swapped_after_the_walk_is_not_read() {
+    use hvaudit::ingest::{ingest_inputs, inputs::expand};
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    write(&logs, "a.ndjson", &numbered("ok", 3));
+    write(&logs, "b.parquet", b"");
+    let parquet_source = write(dir.path(), "src.ndjson", &numbered("pq", 2));
+    hvaudit()
+        .args(["convert", "-q", "-o"])
+        .arg(logs.join("b.parquet"))
+        .arg(&parquet_source)
+        .assert()
+        .success();
+    let other = write(dir.path(), "other.ndjson", &numbered("intruder", 5));
+    let (found, skipped) = expand(std::slice::from_ref(&logs), false, false).unwrap();
+    assert_eq!(found.len(), 2, "{found:?}");
+    // Both names now lead elsewhere: a link to another log, a new file.
+    std::fs::remove_file(logs.join("a.ndjson")).unwrap();
+    std::os::unix::fs::symlink(&other, logs.join("a.ndjson")).unwrap();
+    // (Renamed over it, so that the new file cannot reuse the old inode.)
+    std::fs::copy(&other, dir.path().join("new")).unwrap();
+    std::fs::rename(dir.path().join("new"), logs.join("b.parquet")).unwrap();
+    let ing = ingest_inputs(&found, skipped.clone(), &IngestOptions::default()).unwrap();
+    for input in &ing.inputs {
+        let e = input.error.as_deref().unwrap_or_default();
+        assert!(e.contains("replaced after it was found"), "{input:?}");
+    }
+    assert_eq!(
+        ing.total().events,
+        0,
+        "nothing of the intruder's log is read"
+    );
+    // A FIFO (whose open would wait for a writer) and `/dev/zero` (which
+    // never ends) in the names' place: refused at once.
+    std::fs::remove_file(logs.join("a.ndjson")).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(logs.join("a.ndjson"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    std::fs::remove_file(logs.join("b.parquet")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", logs.join("b.parquet")).unwrap();
+    let ing = ingest_inputs(&found, skipped, &IngestOptions::default()).unwrap();
+    for input in &ing.inputs {
+        let e = input.error.as_deref().unwrap_or_default();
+        assert!(e.contains("replaced after it was found"), "{input:?}");
+    }
+}
