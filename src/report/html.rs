@@ -102,13 +102,31 @@ impl Object for LazyFindings {
         Enumerator::Iter(Box::new((0..findings.len()).map(move |i| {
             findings.get(i).map_or(Value::UNDEFINED, |f| {
                 serde_json::to_value(FindingJson::new(&f))
-                    .map_or(Value::UNDEFINED, |v| from_json(&v))
+                    .map_or(Value::UNDEFINED, |v| finding_json(&v, None))
             })
         })))
     }
 
     fn enumerator_len(self: &Arc<Self>) -> Option<usize> {
         Some(self.0.len())
+    }
+}
+
+/// A finding's JSON model as template values: what the log said (ids,
+/// tasks, types) with every backslash escaped too, as the text report shows
+/// it; the message is escaped already, and paths (`file`) are as shown.
+fn finding_json(v: &serde_json::Value, key: Option<&str>) -> Value {
+    use serde_json::Value as J;
+    match v {
+        J::String(s) if matches!(key, Some("file" | "message")) => Value::from(clean(s)),
+        J::String(s) => Value::from(super::log_text(s)),
+        J::Array(a) => a.iter().map(|v| finding_json(v, key)).collect(),
+        J::Object(o) => Value::from(
+            o.iter()
+                .map(|(k, v)| (k.clone(), finding_json(v, Some(k))))
+                .collect::<BTreeMap<String, Value>>(),
+        ),
+        other => from_json(other),
     }
 }
 
