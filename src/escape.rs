@@ -40,14 +40,7 @@ fn noncharacter(c: char) -> bool {
 /// as `\\`, so that the text `\u{200b}` typed out never shows as a real
 /// U+200B does.
 pub fn visible(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(|c| c == '\\' || hidden(c)) {
-        return s.into();
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        push_visible(&mut out, c);
-    }
-    out.into()
+    escaped(s, true)
 }
 
 /// `s` with every [`hidden`] character escaped as [`visible`] does, but the
@@ -57,13 +50,18 @@ pub fn visible(s: &str) -> Cow<'_, str> {
 /// log (ids, messages) goes through [`visible`], so that an escape typed
 /// into it stays distinct from the character it names.
 pub fn hidden_escaped(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(hidden) {
+    escaped(s, false)
+}
+
+/// [`visible`], or [`hidden_escaped`] when `backslash` is false.
+fn escaped(s: &str, backslash: bool) -> Cow<'_, str> {
+    if !s.chars().any(|c| (backslash && c == '\\') || hidden(c)) {
         return s.into();
     }
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
         match c {
-            '\\' => out.push(c),
+            '\\' if !backslash => out.push(c),
             c => push_visible(&mut out, c),
         }
     }
@@ -86,9 +84,9 @@ pub fn push_visible(out: &mut String, c: char) {
         '\n' => out.push_str("\\n"),
         '\r' => out.push_str("\\r"),
         '\t' => out.push_str("\\t"),
-        c if hidden(c) && (c as u32) < 0x100 => out.push_str(&format!("\\x{:02x}", c as u32)),
-        c if hidden(c) => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
-        c => out.push(c),
+        c if !hidden(c) => out.push(c),
+        c if (c as u32) < 0x100 => out.push_str(&format!("\\x{:02x}", c as u32)),
+        c => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
     }
 }
 

@@ -384,12 +384,13 @@ fn walk_dir(
                     io.kind() == std::io::ErrorKind::NotFound || io.raw_os_error() == Some(ELOOP)
                 });
                 let path = e.path().unwrap_or(dir);
-                skipped.push(match holds_nothing {
-                    true => Skipped {
+                skipped.push(if holds_nothing {
+                    Skipped {
                         path: shown_path(path),
                         reason,
-                    },
-                    false => passed_over(path, reason, allow_unreadable)?,
+                    }
+                } else {
+                    passed_over(path, reason, allow_unreadable)?
                 });
             }
         }
