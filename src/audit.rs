@@ -432,6 +432,8 @@ impl From<crate::tables::TablesError> for AuditError {
         match e {
             crate::tables::TablesError::Input(e) => AuditError::Input(e),
             crate::tables::TablesError::Usage(e) => AuditError::Usage(e),
+            // Handled where the tables are placed (read again, to disk).
+            e @ crate::tables::TablesError::OverBudget => AuditError::Usage(e.to_string()),
         }
     }
 }

@@ -66,6 +66,11 @@ pub enum Command {
     /// Query the normalized tables with SQL (events, evidence, bad_lines).
     Sql(SqlArgs),
     /// Write the normalized events as Parquet (zstd), partitioned by day.
+    ///
+    /// Each file gets a MAC beside it (`.hvaudit-NAME.mac`), made with the
+    /// store key: HVAUDIT_STORE_KEY (64 hex digits), else
+    /// ~/.config/hvaudit/store.key, which the first convert makes. Audits
+    /// believe a file's stored claims only when its MAC checks with that key.
     Convert(ConvertArgs),
     /// List, explain or check rule files.
     Rules {

@@ -90,6 +90,25 @@ pub fn push_visible(out: &mut String, c: char) {
     }
 }
 
+/// A path as reports and messages show it: UTF-8 as it is, with hidden
+/// characters (`crate::escape`), bytes that are not UTF-8 and the backslash
+/// itself escaped (`\n`, `\x1b`, `\xff`, `\\`), so that a name can neither
+/// drive a terminal nor pass for another name.
+pub fn shown_path(path: &std::path::Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            push_visible(&mut out, c);
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,6 +36,7 @@ pub mod report;
 pub mod rule_cases;
 pub mod rules;
 pub mod signals;
+pub mod store_key;
 pub mod tables;
 
 pub use audit::{Audit, AuditConfig, AuditError};

@@ -287,6 +287,43 @@ impl RemoteObject {
         ))
     }
 
+    /// The object named `name` beside this one (under the same prefix), up
+    /// to `limit` bytes: None when there is none, an error past the limit.
+    pub fn sibling(&self, name: &str, limit: u64) -> std::io::Result<Option<bytes::Bytes>> {
+        let mut parts: Vec<_> = self.location.parts().collect();
+        parts.pop();
+        parts.push(name.into());
+        let location = ObjectPath::from_iter(parts);
+        let url = match self.url.rsplit_once('/') {
+            Some((prefix, _)) => format!("{prefix}/{name}"),
+            None => name.to_string(),
+        };
+        let store = Arc::clone(&self.store);
+        let failed = |e: &object_store::Error| {
+            std::io::Error::other(format!("reading {url} failed: {}", explain(e)))
+        };
+        let head = {
+            let (store, location) = (Arc::clone(&store), location.clone());
+            block(async move { store.head(&location).await })
+        };
+        let size = match head {
+            Ok(meta) => meta.size,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(failed(&e)),
+        };
+        if size > limit {
+            return Err(std::io::Error::other(format!(
+                "{url} holds {size} bytes, more than the {limit} it may"
+            )));
+        }
+        if size == 0 {
+            return Ok(Some(bytes::Bytes::new()));
+        }
+        block(async move { store.get_range(&location, 0..size).await })
+            .map(Some)
+            .map_err(|e| failed(&e))
+    }
+
     /// The format by the object's first bytes.
     pub fn format(&self) -> std::io::Result<LogFormat> {
         Ok(sniff(&self.read_range(0, 4)?))

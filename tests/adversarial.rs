@@ -23,6 +23,7 @@ mod lines;
 mod many_inputs;
 mod parquet_shape;
 mod reports;
+mod store;
 mod streams;
 mod values;
 

@@ -14,9 +14,9 @@
 
 use base64::Engine as _;
 use hvaudit::Severity;
-use hvaudit::audit::{Audit, AuditConfig};
+use hvaudit::audit::Audit;
 use hvaudit::gate::GateOptions;
-use hvaudit::ingest::{IngestOptions, ingest};
+use hvaudit::ingest::ingest;
 use hvaudit::replay::{ReplayFormat, ReplayRequest, Scope};
 use hvaudit::report::{Provenance, RenderOptions, ReportFormat, render, render_with};
 use serde_json::Value;
@@ -69,7 +69,7 @@ fn sample_dir() -> PathBuf {
 fn audited() -> &'static (PathBuf, Value) {
     static AUDIT: OnceLock<(PathBuf, Value)> = OnceLock::new();
     AUDIT.get_or_init(|| {
-        let cfg = AuditConfig::of(vec![sample_dir()]);
+        let cfg = crate::common::audit_config(vec![sample_dir()]);
         let mut report = Audit::new(cfg.clone()).run().expect("the sample audits");
         // The CLI's default gate, so the header has a verdict to show.
         let gate = GateOptions {
@@ -405,9 +405,9 @@ fn screenshot_and_print_for_a_write_up() {
 fn replayed() -> &'static PathBuf {
     static PAGE: OnceLock<PathBuf> = OnceLock::new();
     PAGE.get_or_init(|| {
-        let cfg = AuditConfig::of(vec![sample_dir()]);
+        let cfg = crate::common::audit_config(vec![sample_dir()]);
         let ingested =
-            ingest(&cfg.reading.inputs, &IngestOptions::default()).expect("sample ingests");
+            ingest(&cfg.reading.inputs, &crate::common::test_reading()).expect("sample ingests");
         let request = ReplayRequest {
             scope: Scope::Task("task_223151fd620b0074".into()),
             at: chrono::DateTime::parse_from_rfc3339("2026-07-14T08:00:08.500Z")

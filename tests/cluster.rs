@@ -5,7 +5,7 @@
 use crate::common::{hvaudit, sql_csv, synth_log};
 use crate::forced_plans::{FORCED, audit_json, log_and_parquet};
 use hvaudit::Report;
-use hvaudit::audit::{Audit, AuditConfig};
+use hvaudit::audit::Audit;
 use hvaudit::tables::Location;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
@@ -38,13 +38,13 @@ fn convert(inputs: &[&Path], out: &Path, shard: u16) {
 }
 
 fn local(dir: &Path) -> Report {
-    Audit::new(AuditConfig::of(vec![dir.to_path_buf()]))
+    Audit::new(crate::common::audit_config(vec![dir.to_path_buf()]))
         .run()
         .expect("local audit runs")
 }
 
 fn on_cluster(dir: &Path) -> Result<Report, hvaudit::audit::AuditError> {
-    let mut cfg = AuditConfig::of(vec![dir.to_path_buf()]);
+    let mut cfg = crate::common::audit_config(vec![dir.to_path_buf()]);
     let url = CLUSTER.1.clone();
     cfg.reading.location = Location::Cluster {
         url,

@@ -39,7 +39,72 @@ pub fn scrubbed(program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
         }
     }
     cmd.env("HOME", no_home());
+    // What `convert` writes is authenticated with this key, and read back
+    // with it (the home above holds no key file).
+    cmd.env(hvaudit::store_key::ENV, TEST_STORE_KEY);
     cmd
+}
+
+/// The store key every run of the binary gets (`scrubbed`).
+pub const TEST_STORE_KEY: &str = "7465737473746f72656b65792d6e6f742d612d7365637265742d666f722d7573";
+
+/// A Parquet reader of `path`, and the file's key-value metadata without
+/// the Arrow schema (a writer stores its own): to rewrite one of convert's
+/// files as it was, but for what a test changes.
+pub fn parquet_with_metadata(
+    path: &Path,
+) -> (
+    datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder<std::fs::File>,
+    Vec<datafusion::parquet::file::metadata::KeyValue>,
+) {
+    use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut metadata = builder
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .cloned()
+        .unwrap();
+    metadata.retain(|kv| kv.key != "ARROW:schema");
+    (builder, metadata)
+}
+
+/// Write the MAC file of the Parquet file `path` with the tests' store
+/// key, as convert would have: for tests that rewrite convert's files on
+/// purpose (an earlier layout) and need them believed.
+pub fn sign(path: &Path) {
+    use hvaudit::store_key::{StoreKey, mac_of_file, mac_path};
+    let key = StoreKey::from_hex(TEST_STORE_KEY).unwrap();
+    let (len, mac) = mac_of_file(&key, &std::fs::File::open(path).unwrap()).unwrap();
+    std::fs::write(mac_path(path), key.mac_text(len, &mac)).unwrap();
+}
+
+/// `AuditConfig::of(inputs)`, reading as the tests read ([`test_reading`]).
+pub fn audit_config(inputs: Vec<PathBuf>) -> AuditConfig {
+    AuditConfig {
+        reading: reading_options(inputs),
+        ..AuditConfig::of(Vec::new())
+    }
+}
+
+/// `ReadingOptions::new(inputs)`, reading as the tests read.
+pub fn reading_options(inputs: Vec<PathBuf>) -> hvaudit::tables::ReadingOptions {
+    hvaudit::tables::ReadingOptions {
+        ingest: test_reading(),
+        ..hvaudit::tables::ReadingOptions::new(inputs)
+    }
+}
+
+/// Reading options as the tests read: the defaults, with the tests' store
+/// key (what the binary converted is believed when read in the test).
+pub fn test_reading() -> hvaudit::ingest::IngestOptions {
+    hvaudit::ingest::IngestOptions {
+        store_key: hvaudit::store_key::KeySource::Given(
+            hvaudit::store_key::StoreKey::from_hex(TEST_STORE_KEY).unwrap(),
+        ),
+        ..Default::default()
+    }
 }
 
 /// `hvaudit --no-config`, in the scrubbed environment, for a process the
@@ -102,7 +167,7 @@ pub fn audit_lines(lines: &[String], tweak: impl FnOnce(&mut AuditConfig)) -> Re
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("log.ndjson");
     std::fs::write(&path, lines.join("\n") + "\n").expect("write log");
-    let mut cfg = AuditConfig::of(vec![path]);
+    let mut cfg = audit_config(vec![path]);
     tweak(&mut cfg);
     Audit::new(cfg.clone()).run().expect("audit runs")
 }

@@ -6,7 +6,7 @@
 use crate::common::synth_log;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use hvaudit::engine::{self, EngineOptions};
-use hvaudit::ingest::{IngestOptions, ingest};
+use hvaudit::ingest::ingest;
 use hvaudit::rules::ev_table::EvTable;
 use std::sync::Arc;
 
@@ -65,7 +65,7 @@ fn ev_by_type_gives_what_the_view_gives() {
         log.push(b'\n');
     }
     std::fs::write(&path, &log).unwrap();
-    let ingested = ingest(&[path], &IngestOptions::default()).unwrap();
+    let ingested = ingest(&[path], &crate::common::test_reading()).unwrap();
     let later_versions: usize = ingested
         .events
         .iter()

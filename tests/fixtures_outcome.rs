@@ -6,7 +6,7 @@
 use crate::common::hvaudit;
 use crate::ingest::upstream;
 use hvaudit::Severity;
-use hvaudit::audit::{Audit, AuditConfig};
+use hvaudit::audit::Audit;
 
 /// (fixture, rule, event id or "line:N" for a rejected line)
 const EXPECTED: &[(&str, &str, &str)] = &[
@@ -85,7 +85,7 @@ fn names(f: &hvaudit::Finding, what: &str) -> bool {
 fn upstream_fixtures_give_the_outcome_of_spec_notes_section_9() {
     for dir in ["harmovela-0.2/fixtures", "aep-0.1/fixtures"] {
         for (name, path) in fixtures(dir) {
-            let cfg = AuditConfig::of(vec![path.clone()]);
+            let cfg = crate::common::audit_config(vec![path.clone()]);
             let report = Audit::new(cfg.clone()).run().expect("audit runs");
             assert!(
                 report.rule_errors.is_empty(),

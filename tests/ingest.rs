@@ -15,7 +15,7 @@ pub fn upstream(rel: &str) -> PathBuf {
 }
 
 pub fn read(paths: &[PathBuf]) -> Ingested {
-    ingest(paths, &IngestOptions::default()).expect("inputs readable")
+    ingest(paths, &crate::common::test_reading()).expect("inputs readable")
 }
 
 /// Run SQL over ingested tables; rows as JSON objects.
@@ -361,7 +361,7 @@ fn each_bad_input_class_is_reported_with_its_line_and_reason() {
         (b"{\"spec_version\":\"0.2\",\"id\":\"\xff\xfe\",\"type\":\"task.progress\"}".to_vec(), "invalid UTF-8"),
     ];
     for (line, want) in cases {
-        let (at, reason, _) = one_bad(&around(&line), IngestOptions::default());
+        let (at, reason, _) = one_bad(&around(&line), crate::common::test_reading());
         assert_eq!(at, 2, "{want}");
         assert!(reason.contains(want), "expected {want:?} in {reason:?}");
     }
@@ -554,9 +554,12 @@ fn directories_are_walked_and_problems_inside_reported() {
         1,
         "notes.txt is not taken from a directory"
     );
-    let missing = ingest(&[dir.path().join("nope.ndjson")], &IngestOptions::default());
+    let missing = ingest(
+        &[dir.path().join("nope.ndjson")],
+        &crate::common::test_reading(),
+    );
     assert!(missing.is_err());
-    let nomatch = ingest(&[dir.path().join("*.zst")], &IngestOptions::default());
+    let nomatch = ingest(&[dir.path().join("*.zst")], &crate::common::test_reading());
     let err = nomatch
         .err()
         .expect("a pattern matching nothing is an error");

@@ -10,7 +10,7 @@
 
 use crate::common::hvaudit;
 use hvaudit::Report;
-use hvaudit::audit::{Audit, AuditConfig};
+use hvaudit::audit::Audit;
 use hvaudit::tables::Location;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -265,7 +265,7 @@ pub fn log_and_parquet(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
 }
 
 fn audit(input: &Path, location: Location) -> Report {
-    let mut cfg = AuditConfig::of(vec![input.to_path_buf()]);
+    let mut cfg = crate::common::audit_config(vec![input.to_path_buf()]);
     cfg.reading.location = location;
     Audit::new(cfg).run().expect("audit runs")
 }
@@ -417,13 +417,13 @@ fn token_claims_compare_to_the_nanosecond() {
 /// before its child's 1 ns later, whatever the lines' order.
 #[test]
 fn replay_orders_its_timeline_to_the_nanosecond() {
-    use hvaudit::ingest::{IngestOptions, ingest};
+    use hvaudit::ingest::ingest;
     use hvaudit::replay::{ReplayRequest, Scope, replay_on};
     use hvaudit::tables::Tables;
     let dir = tempfile::tempdir().unwrap();
     let (log_path, _) = log_and_parquet(dir.path());
-    let cfg = AuditConfig::of(vec![log_path]);
-    let ingested = ingest(&cfg.reading.inputs, &IngestOptions::default()).unwrap();
+    let cfg = crate::common::audit_config(vec![log_path]);
+    let ingested = ingest(&cfg.reading.inputs, &crate::common::test_reading()).unwrap();
     let request = ReplayRequest {
         scope: Scope::Task("a2_p".into()),
         at: None,

@@ -9,9 +9,9 @@
 //! cases, so the module stays fast in CI.
 
 use crate::common::hvaudit;
-use hvaudit::audit::{Audit, AuditConfig};
+use hvaudit::audit::Audit;
+use hvaudit::ingest::ingest;
 use hvaudit::ingest::normalize::{NormalizeOptions, parse_line};
-use hvaudit::ingest::{IngestOptions, ingest};
 use hvaudit_synth::{SynthOptions, generate};
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -129,7 +129,9 @@ fn split(dir: &Path, lines: &[Vec<u8>], split: &Split) -> Vec<PathBuf> {
 }
 
 fn findings(inputs: Vec<PathBuf>) -> Vec<Key> {
-    let report = Audit::new(AuditConfig::of(inputs.clone())).run().unwrap();
+    let report = Audit::new(crate::common::audit_config(inputs.clone()))
+        .run()
+        .unwrap();
     assert!(report.rule_errors.is_empty(), "{:?}", report.rule_errors);
     let mut keys: Vec<Key> = report
         .findings
@@ -334,7 +336,7 @@ proptest! {
         }
         let dir = tempfile::tempdir().unwrap();
         let paths = split(dir.path(), &lines, &how);
-        let ing = ingest(&paths, &IngestOptions::default()).unwrap();
+        let ing = ingest(&paths, &crate::common::test_reading()).unwrap();
         for i in &ing.inputs {
             prop_assert!(i.identity_holds(), "{:?}", i);
             prop_assert!(i.error.is_none(), "{:?}", i);

@@ -5,7 +5,7 @@
 use crate::common::hvaudit;
 use chrono::{DateTime, Utc};
 use hvaudit::audit::AuditConfig;
-use hvaudit::ingest::{IngestOptions, ingest};
+use hvaudit::ingest::ingest;
 use hvaudit::replay::{
     EventKind, Replay, ReplayError, ReplayFormat, ReplayRequest, Role, Scope, render, replay_on,
 };
@@ -22,9 +22,9 @@ fn sample_dir() -> PathBuf {
 fn sample() -> &'static (AuditConfig, Tables) {
     static SAMPLE: OnceLock<(AuditConfig, Tables)> = OnceLock::new();
     SAMPLE.get_or_init(|| {
-        let cfg = AuditConfig::of(vec![sample_dir()]);
+        let cfg = crate::common::audit_config(vec![sample_dir()]);
         let ingested =
-            ingest(&cfg.reading.inputs, &IngestOptions::default()).expect("sample ingests");
+            ingest(&cfg.reading.inputs, &crate::common::test_reading()).expect("sample ingests");
         (cfg, Tables::loaded(ingested))
     })
 }
@@ -275,8 +275,8 @@ fn replay_lines(lines: &[String], scope: Scope) -> Result<Replay, ReplayError> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("log.ndjson");
     std::fs::write(&path, lines.join("\n") + "\n").unwrap();
-    let cfg = AuditConfig::of(vec![path]);
-    let ingested = ingest(&cfg.reading.inputs, &IngestOptions::default()).unwrap();
+    let cfg = crate::common::audit_config(vec![path]);
+    let ingested = ingest(&cfg.reading.inputs, &crate::common::test_reading()).unwrap();
     replay_on(
         &cfg,
         &Tables::loaded(ingested),

@@ -220,31 +220,27 @@ fn every_rule_runs_in_place_within_a_small_memory_limit() {
 
 /// Rewrite `convert`'s events files under `dir` as an earlier layout wrote
 /// them: without the nanosecond columns (layouts 1 and 2), and the category
-/// columns as plain text (layout 1); the layout key says which.
+/// columns as plain text (layout 1); the layout key says which. They are
+/// signed with the tests' store key, so that they are believed (a file of
+/// an earlier convert, which wrote no MAC, is read as Parquet from
+/// elsewhere: `adversarial::store`).
 pub fn downgrade(dir: &std::path::Path, layout: &str) {
     use datafusion::arrow::compute::cast;
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use datafusion::parquet::arrow::ArrowWriter;
-    use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     use datafusion::parquet::file::properties::WriterProperties;
     use hvaudit::ingest::schema::NS_COLUMNS;
     use std::sync::Arc;
     for entry in walkdir::WalkDir::new(dir) {
         let path = entry.unwrap().into_path();
         let in_events = path.components().any(|c| c.as_os_str() == "events");
-        if !in_events || path.extension().is_none_or(|e| e != "parquet") {
+        let mac = path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+        if !in_events || mac || path.extension().is_none_or(|e| e != "parquet") {
             continue;
         }
-        let builder =
-            ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).unwrap()).unwrap();
-        let mut metadata = builder
-            .metadata()
-            .file_metadata()
-            .key_value_metadata()
-            .cloned()
-            .unwrap();
-        // The writer stores the new Arrow schema itself.
-        metadata.retain(|kv| kv.key != "ARROW:schema");
+        let (builder, mut metadata) = crate::common::parquet_with_metadata(&path);
         let key = metadata.iter_mut().find(|kv| kv.key == "hvaudit.layout");
         key.unwrap().value = Some(layout.into());
         let kept: Vec<usize> = (0..builder.schema().fields().len())
@@ -287,6 +283,7 @@ pub fn downgrade(dir: &std::path::Path, layout: &str) {
             writer.write(&b.unwrap()).unwrap();
         }
         writer.close().unwrap();
+        crate::common::sign(&path);
     }
 }
 

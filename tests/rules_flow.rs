@@ -1107,7 +1107,7 @@ fn each_family_alone_finds_what_the_whole_audit_finds_for_it() {
     let audit = |rules: Option<String>| {
         let cfg = hvaudit::audit::AuditConfig {
             rules_glob: rules,
-            ..hvaudit::audit::AuditConfig::of(vec![path.clone()])
+            ..crate::common::audit_config(vec![path.clone()])
         };
         hvaudit::audit::Audit::new(cfg).run().unwrap()
     };

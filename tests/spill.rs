@@ -339,7 +339,7 @@ fn audit_sql_and_replay_choose_the_spilled_path_through_the_library() {
     use hvaudit::tables::{MemoryOptions, Place, Purpose, ReadingOptions, Tables};
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/incident");
     let spill = tempfile::tempdir().unwrap();
-    let loaded = AuditConfig::of(vec![sample.clone()]);
+    let loaded = crate::common::audit_config(vec![sample.clone()]);
     let small = AuditConfig {
         reading: ReadingOptions {
             memory: MemoryOptions {
@@ -348,7 +348,7 @@ fn audit_sql_and_replay_choose_the_spilled_path_through_the_library() {
                 spill_dir: Some(spill.path().to_path_buf()),
                 ..Default::default()
             },
-            ..ReadingOptions::new(vec![sample])
+            ..crate::common::reading_options(vec![sample])
         },
         ..Default::default()
     };

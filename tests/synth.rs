@@ -245,7 +245,7 @@ fn audit_finds_exactly_the_planted_cases() {
                     token_format: format,
                     ..Default::default()
                 },
-                ..hvaudit::tables::ReadingOptions::new(vec![path.clone()])
+                ..crate::common::reading_options(vec![path.clone()])
             },
             ..Default::default()
         };

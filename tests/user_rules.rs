@@ -268,7 +268,7 @@ fn log_with_unread_fields() -> Vec<String> {
 fn ingest_lines(dir: &Path, lines: &[String]) -> hvaudit::ingest::Ingested {
     let path = dir.join("log.ndjson");
     std::fs::write(&path, lines.join("\n")).unwrap();
-    hvaudit::ingest::ingest(&[path], &hvaudit::ingest::IngestOptions::default()).unwrap()
+    hvaudit::ingest::ingest(&[path], &crate::common::test_reading()).unwrap()
 }
 
 fn null_counts(ingested: &hvaudit::ingest::Ingested, columns: &[&str]) -> Vec<usize> {

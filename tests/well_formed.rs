@@ -152,7 +152,7 @@ fn audited(p: &Planted) -> (Report, RenderOptions) {
                 allow_empty: true,
                 ..Default::default()
             },
-            ..hvaudit::tables::ReadingOptions::new(vec![path])
+            ..crate::common::reading_options(vec![path])
         },
         ..Default::default()
     })

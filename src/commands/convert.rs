@@ -69,20 +69,55 @@ pub fn run(args: ConvertArgs, quiet: bool) -> anyhow::Result<u8> {
             how.available.unwrap_or(how.limit) >> 20
         );
     }
-    let spill = (args.input.memory_limit.is_some() || implied.is_some()).then(|| {
-        match &args.input.spill_dir {
-            Some(dir) => dir.clone(),
-            None if remote => std::env::temp_dir(),
-            None => out_dir.clone(),
-        }
-    });
+    let spill_dir = || match &args.input.spill_dir {
+        Some(dir) => dir.clone(),
+        None if remote => std::env::temp_dir(),
+        None => out_dir.clone(),
+    };
+    let spilled = args.input.memory_limit.is_some() || implied.is_some();
+    // A held run whose compressed input decodes past what its size
+    // promised is read again, spilled.
+    let budget = match spilled {
+        true => None,
+        false => hvaudit::tables::SpillPlan::decoded_budget(&found, &Default::default(), 15),
+    };
     let reading = crate::translate::convert(&args, quiet);
     let ingest = hvaudit::ingest::IngestOptions {
-        spill_dir: spill,
+        spill_dir: spilled.then(spill_dir),
+        decoded_budget: budget.as_ref().map(|(b, _)| *b),
         ..reading.ingest.clone()
     };
-    let mut ingested = hvaudit::tables::read(&reading, ingest, found, skipped)?;
-    let written = write_tables(&mut ingested, out, single, args.shard)?;
+    // The key is settled before anything is read: a run that cannot
+    // authenticate its output writes none.
+    let (key, made) = hvaudit::store_key::StoreKey::for_writing().map_err(anyhow::Error::msg)?;
+    let again = budget.is_some().then(|| (found.clone(), skipped.clone()));
+    let mut ingested = match hvaudit::tables::read(&reading, ingest.clone(), found, skipped) {
+        Err(hvaudit::tables::TablesError::OverBudget) => {
+            let (found, skipped) = again.expect("a budget was set");
+            if !quiet {
+                eprintln!(
+                    "hvaudit: the compressed input decoded past {} MiB, more than its size \
+                     promised: reading it again, its rows spilled as they are read",
+                    budget.map_or(0, |(b, _)| b >> 20)
+                );
+            }
+            reading
+                .ingest
+                .progress
+                .store(0, std::sync::atomic::Ordering::Relaxed);
+            let ingest = hvaudit::ingest::IngestOptions {
+                spill_dir: Some(spill_dir()),
+                decoded_budget: None,
+                ..ingest
+            };
+            hvaudit::tables::read(&reading, ingest, found, skipped)?
+        }
+        read => read?,
+    };
+    let written = write_tables(&mut ingested, out, single, args.shard, &key)?;
+    if let Some(made) = made.filter(|_| !quiet) {
+        eprintln!("{made}");
+    }
     if !quiet {
         eprintln!(
             "hvaudit: wrote {written} Parquet file(s) to {}",

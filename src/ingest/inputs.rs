@@ -123,6 +123,9 @@ pub enum InputError {
     /// `parquet::check_seqs_disjoint`, which words it).
     #[error("{0}")]
     OverlappingRuns(String),
+    /// A file in convert's layout whose MAC does not match (`store_key`).
+    #[error("{0}")]
+    Unauthentic(String),
 }
 
 /// What a walk skipped, for the error that it found no log: the first few.
@@ -521,21 +524,4 @@ fn looks_like_a_log(path: &Path, format: LogFormat) -> Result<bool, String> {
     Ok(opens_a_json_object(&head))
 }
 
-/// A path as reports and messages show it: UTF-8 as it is, with hidden
-/// characters (`crate::escape`), bytes that are not UTF-8 and the backslash
-/// itself escaped (`\n`, `\x1b`, `\xff`, `\\`), so that a name can neither
-/// drive a terminal nor pass for another name.
-pub fn shown_path(path: &Path) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    let bytes = path.as_os_str().as_bytes();
-    let mut out = String::with_capacity(bytes.len());
-    for chunk in bytes.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            crate::escape::push_visible(&mut out, c);
-        }
-        for b in chunk.invalid() {
-            out.push_str(&format!("\\x{b:02x}"));
-        }
-    }
-    out
-}
+pub use crate::escape::shown_path;

@@ -1,5 +1,6 @@
 //! Ingest: inputs -> normalized Arrow tables `events`, `evidence`, `bad_lines`.
 
+pub(crate) mod authentic;
 pub mod canonical;
 mod category_column;
 pub mod dedup;
@@ -33,7 +34,7 @@ use ndjson::{BadLine, ParsedChunk};
 use normalize::NormalizeOptions;
 use row::ChunkShape;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 
 /// Rejected lines listed per input by default (in `bad_lines` and the
@@ -67,6 +68,14 @@ pub struct IngestOptions {
     pub progress: Arc<AtomicU64>,
     /// Set by the caller to stop early: chunks still cut are not parsed.
     pub interrupt: crate::interrupt::Interrupt,
+    /// The key that authenticates files in `convert`'s layout; a file it
+    /// does not authenticate is read as Parquet from elsewhere.
+    pub store_key: crate::store_key::KeySource,
+    /// Bytes that compressed inputs may decode to before the read stops
+    /// with [`IngestFailure::OverBudget`] (a loaded read whose compressed
+    /// input expands past what its size promised; `tables` then reads it
+    /// to disk). None: no bound.
+    pub decoded_budget: Option<u64>,
 }
 
 impl Default for IngestOptions {
@@ -82,6 +91,8 @@ impl Default for IngestOptions {
             spill_dir: None,
             progress: Arc::default(),
             interrupt: Default::default(),
+            store_key: crate::store_key::KeySource::lazy(),
+            decoded_budget: None,
         }
     }
 }
@@ -140,7 +151,7 @@ pub fn ingest_inputs(
 ) -> Result<Ingested, InputError> {
     ingest_inputs_into(inputs, skipped, opts, None).map_err(|e| match e {
         IngestFailure::Inputs(e) => e,
-        write => unreachable!("no bad-lines writer and no spill directory, yet: {write}"),
+        write => unreachable!("no bad-lines writer, spill directory or budget, yet: {write}"),
     })
 }
 
@@ -161,6 +172,10 @@ pub enum IngestFailure {
     /// The inputs cannot be read together (convert runs that overlap).
     #[error(transparent)]
     Inputs(#[from] InputError),
+    /// Compressed inputs decoded to more than `decoded_budget`; the read
+    /// stopped there, and nothing of it is kept.
+    #[error("compressed input decoded to more than {0} bytes")]
+    OverBudget(u64),
 }
 
 /// Read already expanded inputs, writing every rejected line verbatim to
@@ -181,6 +196,9 @@ pub fn ingest_inputs_into(
     let parquet = parquet::read_all(inputs, opts);
     if let Some(overlap) = parquet.overlap {
         return Err(InputError::OverlappingRuns(overlap).into());
+    }
+    if let Some(forged) = parquet.forged {
+        return Err(InputError::Unauthentic(forged).into());
     }
     let file_offset = parquet.next_file_idx;
     for (idx, r) in parquet.errors {
@@ -222,6 +240,7 @@ pub fn ingest_inputs_into(
         deduper.push(chunk);
         listable.apply(chunk);
     }
+    let over_budget = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|scope| {
         let (chunk_tx, chunk_rx) = mpsc::sync_channel::<(u64, ndjson::Chunk)>(threads * 2);
         let chunk_rx = Arc::new(Mutex::new(chunk_rx));
@@ -257,11 +276,22 @@ pub fn ingest_inputs_into(
         let reader = scope.spawn(|| {
             let mut errors = Vec::new();
             let mut order = 0u64;
+            let mut decoded = 0u64;
             for (n, (input_idx, input)) in ndjson_inputs.iter().enumerate() {
                 let file_idx = file_offset + n as u32;
+                let compressed = matches!(input.format, LogFormat::Gzip | LogFormat::Zstd);
                 let mut send = |c: ndjson::Chunk| {
-                    if opts.interrupt.is_set() {
+                    if opts.interrupt.is_set() || over_budget.load(Ordering::Relaxed) {
                         return;
+                    }
+                    // Metered as it decodes: a compressed file's size says
+                    // nothing of what it expands to.
+                    if let (true, Some(budget)) = (compressed, opts.decoded_budget) {
+                        decoded += c.data.len() as u64;
+                        if decoded > budget {
+                            over_budget.store(true, Ordering::Relaxed);
+                            return;
+                        }
                     }
                     // Fails only once every worker has stopped, which only
                     // a panic does: the scope then ends in that panic.
@@ -275,6 +305,7 @@ pub fn ingest_inputs_into(
                     Arc::clone(&opts.progress),
                     &pool,
                     &mut send,
+                    &|| opts.interrupt.is_set() || over_budget.load(Ordering::Relaxed),
                 );
                 errors.push((*input_idx, err));
             }
@@ -310,6 +341,9 @@ pub fn ingest_inputs_into(
             read_errors[idx] = err;
         }
     });
+    if let (true, Some(budget)) = (over_budget.into_inner(), opts.decoded_budget) {
+        return Err(IngestFailure::OverBudget(budget));
+    }
     if let Some(e) = write_error {
         return Err(IngestFailure::BadLinesOut(e));
     }

@@ -158,6 +158,7 @@ pub fn read_chunks(
     progress: Arc<AtomicU64>,
     pool: &BufferPool,
     send: &mut dyn FnMut(Chunk),
+    stop: &dyn Fn() -> bool,
 ) -> Option<String> {
     let source: Box<dyn Read + Send> = match &input.stream {
         Some(stream) => match stream.take() {
@@ -240,7 +241,7 @@ pub fn read_chunks(
                 state.next_line.saturating_sub(1).max(1)
             ));
         }
-        if at_end {
+        if at_end || stop() {
             return None;
         }
     }

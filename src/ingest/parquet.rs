@@ -4,6 +4,7 @@
 //! paths obey the same checks.
 
 use super::IngestOptions;
+use super::authentic::authenticate;
 use super::inputs::{Input, LogFormat};
 use super::ndjson::{self, BadLine, Chunk, MAX_REASON_CHARS, ParsedChunk, seq_of};
 use super::normalize::{NormalizeOptions, clip};
@@ -18,6 +19,7 @@ use super::schema::{
     LAYOUT_V1, LAYOUT_V2, LAYOUT_VERSION, NS_COLUMNS, UNKNOWN_MEMBERS,
 };
 use crate::object_storage::{Fetched, RemoteObject};
+use crate::store_key::{KeySource, Unauthenticated};
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, FixedSizeBinaryArray, Int32Array, Int64Array, StringArray,
 };
@@ -47,6 +49,9 @@ pub struct ParquetRead {
     /// Why the files cannot be read together: two convert runs whose seqs
     /// overlap (refused as `--in-place` and a cluster refuse them).
     pub overlap: Option<String>,
+    /// A file in convert's layout whose MAC does not match (changed after
+    /// convert wrote it, or made with another key): the run stops.
+    pub forged: Option<String>,
     /// (input index, error) for files that could not be read to the end.
     pub errors: Vec<(usize, String)>,
     /// First file index free for NDJSON inputs (above every stored seq).
@@ -89,6 +94,8 @@ struct Opened {
     run: Option<String>,
     pieces: Vec<Piece>,
     error: Option<String>,
+    /// Why the run must stop (a MAC that does not match).
+    forged: Option<String>,
 }
 
 impl Opened {
@@ -187,12 +194,13 @@ fn nested_unambiguous(t: &DataType, path: &str) -> Result<(), String> {
     }
 }
 
-fn open(input: &Input, threads: usize, limits: Limits) -> Opened {
+fn open(input: &Input, threads: usize, limits: Limits, keys: &KeySource) -> Opened {
     let failed = |e: String| Opened {
         kind: Kind::Foreign,
         run: None,
         pieces: Vec::new(),
         error: Some(e),
+        forged: None,
     };
     let footer = match &input.object {
         Some(object) => read_footer(object),
@@ -203,6 +211,31 @@ fn open(input: &Input, threads: usize, limits: Limits) -> Opened {
         Err(e) => return failed(e),
     };
     let (table, run) = own_table(&footer);
+    // What a file in convert's layout claims is believed only when its MAC
+    // shows that convert wrote it; otherwise it is read as any Parquet.
+    let (table, unauthenticated) = match table {
+        None => (None, None),
+        Some(table) => match authenticate(input, keys) {
+            Ok(()) => (Some(table), None),
+            Err(Unauthenticated::Missing(why)) => (
+                None,
+                Some(format!(
+                    "in convert's layout, but {why}: read as Parquet from elsewhere, each row a \
+                 line with every check (its stored locations, redelivery counts and digests \
+                 are not used)"
+                )),
+            ),
+            Err(Unauthenticated::Failed(why)) => {
+                return Opened {
+                    forged: Some(format!(
+                        "{} is in convert's layout, but {why}",
+                        input.display
+                    )),
+                    ..failed(String::new())
+                };
+            }
+        },
+    };
     let kind = match table {
         Some(OwnTable::Events) => Kind::Events,
         Some(OwnTable::BadLines) => Kind::BadLines,
@@ -215,6 +248,7 @@ fn open(input: &Input, threads: usize, limits: Limits) -> Opened {
             run,
             pieces: Vec::new(),
             error: None,
+            forged: None,
         };
     }
     let skip_empty = matches!(kind, Kind::Events);
@@ -251,11 +285,16 @@ fn open(input: &Input, threads: usize, limits: Limits) -> Opened {
         pieces.clear();
         kind = Kind::Foreign;
     }
+    let error = match (unauthenticated, error) {
+        (Some(note), Some(e)) => Some(format!("{note}; {e}")),
+        (note, e) => note.or(e),
+    };
     Opened {
         kind,
         run,
         pieces,
         error,
+        forged: None,
     }
 }
 
@@ -960,14 +999,16 @@ pub fn read_all(inputs: &[Input], opts: &IngestOptions) -> ParquetRead {
         .enumerate()
         .filter(|(_, i)| i.format == LogFormat::Parquet)
         .map(|(n, i)| {
-            let o = open(i, opts.worker_threads(), limits);
+            let o = open(i, opts.worker_threads(), limits, &opts.store_key);
             opts.progress.fetch_add(i.bytes, Ordering::Relaxed);
             (n, i, o)
         })
         .collect();
+    let forged = files.iter().find_map(|(_, _, o)| o.forged.clone());
     let mut out = ParquetRead {
         chunks: Vec::new(),
         overlap: None,
+        forged,
         errors: Vec::new(),
         next_file_idx: files.len() as u32,
     };

@@ -5,10 +5,12 @@
 //! larger than memory.
 
 use crate::InputSummary;
+use crate::ingest::authentic::authenticate_each;
 use crate::ingest::inputs::{self, LogFormat, Skipped};
 use crate::ingest::parquet::{OwnTable, check_seqs_disjoint, describe_own};
 use crate::ingest::runs::{self, Overlap};
 use crate::ingest::schema::{BAD_LINES, EVENTS, EVIDENCE, NS_COLUMNS};
+use crate::store_key::{KeySource, Unauthenticated};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::{Column, DFSchema};
@@ -73,6 +75,7 @@ pub fn scan_inputs(
     paths: &[PathBuf],
     allow_empty: bool,
     allow_unreadable: bool,
+    keys: &KeySource,
 ) -> anyhow::Result<ParquetInputs> {
     let (found, skipped) = inputs::expand(paths, allow_empty, allow_unreadable)?;
     let mut out = ParquetInputs {
@@ -97,7 +100,24 @@ pub fn scan_inputs(
                 input.format.name()
             );
         }
+    }
+    let mut checks = authenticate_each(&found, keys).into_iter();
+    for input in &found {
         let file = describe_own(input).map_err(|e| anyhow::anyhow!("{}: {e}", input.display))?;
+        // The files are queried as they are stored, their claims believed:
+        // only those convert is shown to have written.
+        match checks.next().expect("a check per input") {
+            Ok(()) => {}
+            Err(Unauthenticated::Missing(why)) => anyhow::bail!(
+                "{}: in convert's layout, but {why}; a cluster or --in-place reads only files \
+                 convert is shown to have written (a loaded audit, without --in-place, reads \
+                 it as Parquet from elsewhere, with every check)",
+                input.display
+            ),
+            Err(Unauthenticated::Failed(why)) => {
+                anyhow::bail!("{} is in convert's layout, but {why}", input.display)
+            }
+        }
         // Executors open the files themselves: give them absolute paths
         // (objects by their URL, read through `object_storage::UrlStores`).
         let path = match &input.object {

@@ -11,6 +11,7 @@
 use crate::ingest::parquet::{RUN_KEY, TABLE_KEY};
 use crate::ingest::schema::{BAD_LINES, EVENTS, EVIDENCE, LAYOUT_KEY, LAYOUT_VERSION, events_col};
 use crate::ingest::time::day_of_us;
+use crate::store_key::{Macced, StoreKey, mac_path};
 use datafusion::arrow::array::{Int64Array, RecordBatch, UInt32Array};
 use datafusion::arrow::compute::take_record_batch;
 use datafusion::arrow::datatypes::SchemaRef;
@@ -30,6 +31,7 @@ pub fn write_tables(
     out: &Path,
     single: bool,
     shard: u16,
+    key: &StoreKey,
 ) -> anyhow::Result<usize> {
     let run_id = run_id();
     let path_for = |table: &str, day: Option<&str>| -> PathBuf {
@@ -46,7 +48,7 @@ pub fn write_tables(
             (false, _, _) => out.join(table).join(format!("{table}-{run_id}.parquet")),
         }
     };
-    let mut files = Files::new(&run_id);
+    let mut files = Files::new(&run_id, key);
     let write_events = |files: &mut Files, mut batches: Vec<RecordBatch>| -> anyhow::Result<()> {
         shift_seqs(&mut batches, "seq", shard)?;
         if single {
@@ -109,6 +111,16 @@ pub fn write_tables(
     }
     let written = files.finish()?;
     for path in stale {
+        // Its MAC file first: a MAC without its part is harmless.
+        match std::fs::remove_file(mac_path(&path)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                anyhow::bail!(
+                    "cannot remove {}, which an earlier run left: {e}; remove it by hand",
+                    crate::ingest::inputs::shown_path(&mac_path(&path))
+                )
+            }
+            _ => {}
+        }
         std::fs::remove_file(&path).map_err(|e| {
             anyhow::anyhow!(
                 "cannot remove {}, which an earlier run left: {e}; remove it by hand",
@@ -131,6 +143,8 @@ fn is_convert_file(path: &Path) -> bool {
 /// come and renamed into place when all of them are complete.
 struct Files {
     run_id: String,
+    /// Each file's MAC is made with it as it is written (`store_key`).
+    key: StoreKey,
     open: BTreeMap<PathBuf, Open>,
     /// Batches written so far, the clock of `Open::last`.
     writes: u64,
@@ -139,7 +153,7 @@ struct Files {
 struct Open {
     /// The local temp file (None for an object, which is an upload).
     temp: Option<crate::signals::Temp>,
-    writer: ArrowWriter<Sink>,
+    writer: ArrowWriter<Macced<Sink>>,
     /// When it last got rows (in `Files::writes`).
     last: u64,
 }
@@ -152,9 +166,10 @@ const ROW_GROUP_BYTES: usize = 32 << 20;
 const IDLE_WRITES: u64 = 16;
 
 impl Files {
-    fn new(run_id: &str) -> Files {
+    fn new(run_id: &str, key: &StoreKey) -> Files {
         Files {
             run_id: run_id.to_string(),
+            key: key.clone(),
             open: BTreeMap::new(),
             writes: 0,
         }
@@ -197,6 +212,7 @@ impl Files {
                     KeyValue::new(RUN_KEY.into(), self.run_id.clone()),
                 ]))
                 .build();
+            let sink = Macced::new(sink, &self.key);
             let writer = ArrowWriter::try_new(sink, schema.clone(), Some(props))?;
             let open = Open {
                 temp,
@@ -222,31 +238,49 @@ impl Files {
     }
 
     /// Close every file and rename them all into place (objects: complete
-    /// their uploads); how many.
+    /// their uploads), each after its MAC file; how many.
     fn finish(self) -> anyhow::Result<usize> {
         let mut temps = Vec::new();
-        let mut paths = Vec::new();
         let mut uploads = Vec::new();
         let count = self.open.len();
         for (path, file) in self.open {
-            match file.temp {
-                Some(temp) => {
-                    file.writer.close()?;
-                    temps.push(temp);
-                    paths.push(path);
+            let sink = file.writer.into_inner()?;
+            let (len, mac) = sink.mac();
+            let mac_text = self.key.mac_text(len, &mac);
+            match (file.temp, sink.inner) {
+                (Some(temp), Sink::File(_)) => {
+                    let dir = path
+                        .parent()
+                        .filter(|p| !p.as_os_str().is_empty())
+                        .unwrap_or(Path::new("."));
+                    let mac_temp = crate::signals::temp_in(dir)?;
+                    std::fs::write(mac_temp.path(), &mac_text)?;
+                    // A part is never in place before its MAC: a run cut
+                    // between the two renames leaves a MAC without a part.
+                    temps.push((mac_temp, mac_path(&path)));
+                    temps.push((temp, path));
                 }
-                None => match file.writer.into_inner()? {
-                    Sink::Object(upload) => uploads.push(upload),
-                    Sink::File(_) => unreachable!("a file sink has its temp"),
-                },
+                (None, Sink::Object(upload)) => uploads.push((path, upload, mac_text)),
+                _ => unreachable!("a file sink has its temp, an upload none"),
             }
         }
+        let paths: Vec<PathBuf> = temps.iter().map(|(_, p)| p.clone()).collect();
         // Dropping an unpersisted temp file deletes it (an unfinished upload
         // is aborted), so an error above leaves nothing behind; only a
         // complete set is renamed into place or completed. An interrupt
         // during the renames waits for them (see signals.rs).
-        crate::signals::persist_all(temps.into_iter().zip(paths.iter().map(PathBuf::as_path)))?;
-        for upload in uploads {
+        crate::signals::persist_all(
+            temps
+                .into_iter()
+                .map(|(t, _)| t)
+                .zip(paths.iter().map(PathBuf::as_path)),
+        )?;
+        for (path, upload, mac_text) in uploads {
+            let url = mac_path(&path);
+            let url = url.to_str().expect("a URL given as text");
+            let mut mac_upload = crate::object_storage::ObjectWriter::create(url)?;
+            std::io::Write::write_all(&mut mac_upload, mac_text.as_bytes())?;
+            mac_upload.finish()?;
             upload.finish()?;
         }
         Ok(count)

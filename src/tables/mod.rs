@@ -31,6 +31,9 @@ pub enum TablesError {
     Input(#[from] inputs::InputError),
     #[error("{0}")]
     Usage(String),
+    /// Compressed input decoded past `IngestOptions::decoded_budget`.
+    #[error("compressed input decoded past its budget")]
+    OverBudget,
 }
 
 /// The least memory limit a run takes when it keeps to the machine's
@@ -132,6 +135,9 @@ pub struct SpillPlan {
     /// The machine's available memory, when no limit was given and the
     /// loaded table would not fit it.
     pub available: Option<u64>,
+    /// Decided only once compressed input, loaded, decoded past this many
+    /// bytes (its size promised less): read again, to disk.
+    pub expanded_past: Option<u64>,
 }
 
 impl SpillPlan {
@@ -163,7 +169,47 @@ impl SpillPlan {
             estimate,
             limit,
             available,
+            expanded_past: None,
         })
+    }
+
+    /// For a read of `found` that [`SpillPlan::decide`] loads: the bytes
+    /// its compressed inputs may decode to before the loaded table (2x the
+    /// NDJSON they hold, where `decide` counted 10x their size) would not
+    /// fit after all, and the plan to read them to disk then. None without
+    /// compressed input, or with a stream (which cannot be read again).
+    pub fn decoded_budget(
+        found: &[Input],
+        memory: &MemoryOptions,
+        need: u64,
+    ) -> Option<(u64, SpillPlan)> {
+        use inputs::LogFormat;
+        let compressed = |i: &Input| matches!(i.format, LogFormat::Gzip | LogFormat::Zstd);
+        if !found.iter().any(compressed) || found.iter().any(|i| i.stream.is_some()) {
+            return None;
+        }
+        let (room, limit, available) = match memory.limit {
+            Some(limit) => (limit / 2, limit, None),
+            None => {
+                let available = memory.available.or_else(memory::available)?;
+                let room = available.saturating_mul(10) / need.max(1);
+                (
+                    room,
+                    (available / 2).max(LEAST_IMPLIED_LIMIT),
+                    Some(available),
+                )
+            }
+        };
+        let plain: Vec<Input> = found.iter().filter(|i| !compressed(i)).cloned().collect();
+        let others = table_estimate(&plain)?;
+        let budget = room.saturating_sub(others) / 2;
+        let plan = SpillPlan {
+            estimate: None,
+            limit,
+            available,
+            expanded_past: Some(budget),
+        };
+        Some((budget, plan))
     }
 }
 
@@ -246,6 +292,7 @@ impl Tables {
                     &opts.inputs,
                     opts.ingest.allow_empty,
                     opts.ingest.allow_unreadable,
+                    &opts.ingest.store_key,
                 )
                 .map_err(usage)?;
                 Place::InPlace(files)
@@ -265,6 +312,7 @@ impl Tables {
                     &opts.inputs,
                     opts.ingest.allow_empty,
                     opts.ingest.allow_unreadable,
+                    &opts.ingest.store_key,
                 )
                 .map_err(usage)?;
                 Place::Cluster(OnCluster {
@@ -280,19 +328,40 @@ impl Tables {
                     opts.ingest.allow_empty,
                     opts.ingest.allow_unreadable,
                 )?;
+                let on_disk = |found, skipped, plan: SpillPlan| -> Result<Tables, TablesError> {
+                    let on_disk =
+                        read_to_disk(opts, found, skipped, plan, purpose.then()).map_err(usage)?;
+                    Ok(Tables {
+                        memory: MemoryOptions {
+                            limit: Some(on_disk.plan.limit),
+                            ..memory.clone()
+                        },
+                        place: Place::OnDisk(on_disk),
+                    })
+                };
                 match SpillPlan::decide(&found, &memory, 10) {
-                    Some(plan) => {
-                        let on_disk = read_to_disk(opts, found, skipped, plan, purpose.then())
-                            .map_err(usage)?;
-                        return Ok(Tables {
-                            memory: MemoryOptions {
-                                limit: Some(on_disk.plan.limit),
-                                ..memory
-                            },
-                            place: Place::OnDisk(on_disk),
-                        });
+                    Some(plan) => return on_disk(found, skipped, plan),
+                    None => {
+                        let budget = SpillPlan::decoded_budget(&found, &memory, 10);
+                        let ingest = IngestOptions {
+                            decoded_budget: budget.as_ref().map(|(b, _)| *b),
+                            ..opts.ingest.clone()
+                        };
+                        let again = budget.is_some().then(|| (found.clone(), skipped.clone()));
+                        match read(opts, ingest, found, skipped) {
+                            Err(TablesError::OverBudget) => {
+                                let (plan, (found, skipped)) =
+                                    budget.map(|(_, p)| p).zip(again).expect("a budget was set");
+                                // Read again from the start: none of the
+                                // first read is kept.
+                                opts.ingest
+                                    .progress
+                                    .store(0, std::sync::atomic::Ordering::Relaxed);
+                                return on_disk(found, skipped, plan);
+                            }
+                            read => Place::Loaded(read?),
+                        }
                     }
-                    None => Place::Loaded(read(opts, opts.ingest.clone(), found, skipped)?),
                 }
             }
         };
@@ -419,10 +488,14 @@ fn read_to_disk(
         )
     })?;
     if !quiet {
-        let size = plan
-            .estimate
-            .map(|e| format!("about {} MiB", e >> 20))
-            .unwrap_or_else(|| "of unknown size (a stream)".into());
+        let size = match (plan.estimate, plan.expanded_past) {
+            (Some(e), _) => format!("about {} MiB", e >> 20),
+            (None, Some(past)) => format!(
+                "larger than thought: its compressed input decoded past {} MiB",
+                past >> 20
+            ),
+            (None, None) => "of unknown size (a stream)".into(),
+        };
         let room = match plan.available {
             Some(available) => format!(
                 "the {} MiB this machine has available (without --memory-limit, the run keeps \
@@ -445,9 +518,16 @@ fn read_to_disk(
     let tables = scratch.path().join("tables");
     std::fs::create_dir_all(&tables)?;
     let spinner = crate::progress::phase_spinner(quiet, "spilling: writing the rows as Parquet");
-    crate::layout::write_tables(&mut ingested, &tables, false, 0)?;
+    // Written and read back by this process alone: a key of its own.
+    let key = crate::store_key::StoreKey::ephemeral().map_err(anyhow::Error::msg)?;
+    crate::layout::write_tables(&mut ingested, &tables, false, 0, &key)?;
     drop(spinner);
-    let files = in_place::scan_inputs(std::slice::from_ref(&tables), true, false)?;
+    let files = in_place::scan_inputs(
+        std::slice::from_ref(&tables),
+        true,
+        false,
+        &crate::store_key::KeySource::Given(key),
+    )?;
     let mut read = ingested.inputs;
     read.extend(ingested.skipped.iter().map(skipped_input));
     Ok(OnDisk {
@@ -510,6 +590,7 @@ pub fn read(
             ))
         }
         IngestFailure::Inputs(e) => TablesError::Input(e),
+        IngestFailure::OverBudget(_) => TablesError::OverBudget,
         other => TablesError::Usage(other.to_string()),
     })?;
     drop(bar);

@@ -179,3 +179,63 @@ fn operator_files_that_never_end_are_refused() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("not a regular file"), "{stderr}");
 }
+
+/// A compressed file's size promises nothing of what it holds: a gzip of
+/// distinct events that a loaded read was thought to fit decodes past its
+/// budget, and the audit reads it again with its rows on disk, giving the
+/// findings the plain log gives. The legal look-alike, the same log plain,
+/// stays loaded.
+#[test]
+fn a_compressed_log_that_expands_past_its_size_is_read_again_to_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = crate::common::synth_log(11, 8 << 20, 0.0);
+    let plain = write(dir.path(), "log.ndjson", &log);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(&log).unwrap();
+    let gz = write(dir.path(), "log.ndjson.gz", &gz.finish().unwrap());
+    let (decoded, packed) = (log.len() as u64, std::fs::metadata(&gz).unwrap().len());
+    // Counted at 10x its size the gzip fits half the limit; the table of
+    // what it decodes to (2x) does not.
+    assert!(
+        10 * packed < 2 * decoded,
+        "{packed} bytes of gzip for {decoded}"
+    );
+    let limit = (10 * packed + 2 * decoded).to_string();
+    let prints = |report: &str| -> Vec<(String, String)> {
+        let v: Value = serde_json::from_str(report).unwrap();
+        let mut out: Vec<_> = v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| (f["rule"].to_string(), f["fingerprint"].to_string()))
+            .collect();
+        out.sort();
+        out
+    };
+    let audit = |input: &Path, limit: Option<&str>| {
+        let mut args = vec![os("audit"), os("--format"), os("json"), input.as_os_str()];
+        if let Some(limit) = limit {
+            args.extend([os("--memory-limit"), os(limit)]);
+        }
+        // Not quiet: the read to disk is said on stderr.
+        let out = crate::common::hvaudit().args(&args).output().unwrap();
+        assert!(matches!(out.status.code(), Some(0 | 1)), "{out:?}");
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (expected, _) = audit(&plain, None);
+    let (report, err) = audit(&gz, Some(&limit));
+    assert!(err.contains("decoded past"), "{err}");
+    assert!(err.contains("reading it to"), "{err}");
+    assert_eq!(prints(&report), prints(&expected));
+    let v: Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(
+        v["inputs"][0]["lines"],
+        log.iter().filter(|b| **b == b'\n').count()
+    );
+    // The plain log, under the same limit, is read as it always was.
+    let (_, err) = audit(&plain, Some(&limit));
+    assert!(!err.contains("decoded past"), "{err}");
+}

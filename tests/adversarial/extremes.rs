@@ -301,7 +301,7 @@ fn audit(dir: &Path, tweak: impl FnOnce(&mut AuditConfig)) -> Report {
                 token_format: TokenFormat::Structured,
                 ..Default::default()
             },
-            ..hvaudit::tables::ReadingOptions::new(vec![dir.to_path_buf()])
+            ..crate::common::reading_options(vec![dir.to_path_buf()])
         },
         ..Default::default()
     };

@@ -28,7 +28,7 @@ fn truncated_and_corrupt_gzip_and_zstd_keep_the_rest_and_say_where() {
     let good = write(dir.path(), "good.gz", &good_gz);
     for (name, bytes) in cases {
         let f = write(dir.path(), name, &bytes);
-        let ing = read_with(&[f.clone(), good.clone()], &IngestOptions::default());
+        let ing = read_with(&[f.clone(), good.clone()], &crate::common::test_reading());
         let broken = &ing.inputs[0];
         // Told where: an input error with the line reached, or the garbage
         // the decoder let through as located bad lines.
@@ -140,7 +140,7 @@ fn parquet_with_wrong_column_types_is_rejected_row_by_row() {
             p3.clone(),
             good.clone(),
         ],
-        &IngestOptions::default(),
+        &crate::common::test_reading(),
     );
     let bad = query(
         &ing,
@@ -340,7 +340,7 @@ fn a_payload_naming_a_key_twice_is_refused_in_parquet_as_in_ndjson() {
         parquet_file(&parquet, &batch, None);
     }
     let bad_reason = |log: &Path| {
-        let ing = read_with(&[log.to_path_buf()], &IngestOptions::default());
+        let ing = read_with(&[log.to_path_buf()], &crate::common::test_reading());
         assert_eq!(
             (ing.inputs[0].events, ing.inputs[0].bad_lines),
             (1, 1),
@@ -355,9 +355,13 @@ fn a_payload_naming_a_key_twice_is_refused_in_parquet_as_in_ndjson() {
     assert_eq!(from_parquet, from_ndjson);
 }
 
-/// Regression: a Parquet file that claims to be hvaudit's own layout is
+/// Regression: a Parquet file that claims to be hvaudit's own layout was
 /// trusted for its counts; a negative `redeliveries` overflowed the
-/// accounting (a panic in debug builds, nonsense totals in release).
+/// accounting (a panic in debug builds, nonsense totals in release). Now
+/// nothing it claims is believed without convert's MAC: it is read as
+/// Parquet from elsewhere, and the accounting holds (`read_with`). Signed
+/// with the store key, as a convert bug would leave it, its counts are
+/// still refused.
 #[test]
 fn a_forged_hvaudit_parquet_cannot_break_the_accounting() {
     use datafusion::arrow::array::{ArrayRef, Int64Array};
@@ -405,14 +409,29 @@ fn a_forged_hvaudit_parquet_cannot_break_the_accounting() {
             Some(meta.iter().map(|(k, v)| (k.as_str(), v.clone())).collect()),
         );
         let good = write(dir.path(), "good.ndjson", &numbered("ok", 3));
-        let ing = read_with(&[path.clone(), good.clone()], &IngestOptions::default());
+        let read = || {
+            read_with(
+                &[path.clone(), good.clone()],
+                &crate::common::test_reading(),
+            )
+        };
+        let ing = read();
+        let e = ing.inputs[0].error.as_deref().unwrap_or_default();
+        assert!(
+            e.contains("read as Parquet from elsewhere"),
+            "{col}={value}: {e}"
+        );
+        assert_eq!(ing.inputs[1].events, 3);
+        run_ok(&[os("audit"), path.as_os_str(), good.as_os_str()], &[0, 1]);
+        crate::common::sign(&path);
+        let ing = read();
         let e = ing.inputs[0].error.as_deref().unwrap_or_default();
         assert!(
             e.contains(&format!("column {col}")) || e.contains("redeliveries sums"),
             "{col}={value}: {e}"
         );
-        assert_eq!(ing.inputs[1].events, 3);
         run_ok(&[os("audit"), path.as_os_str(), good.as_os_str()], &[0, 1]);
+        std::fs::remove_file(hvaudit::store_key::mac_path(&path)).unwrap();
     }
 }
 
@@ -430,7 +449,7 @@ fn hidden_files_in_a_walk_are_listed_as_passed_over() {
     let evidence = write(&logs, ".evidence.ndjson", &numbered("dot", 2));
     write(&logs.join(".hidden"), "x.ndjson", &numbered("hid", 2));
     write(&logs, ".hvaudit-1-2.tmp", b"partial");
-    let ing = read_with(std::slice::from_ref(&logs), &IngestOptions::default());
+    let ing = read_with(std::slice::from_ref(&logs), &crate::common::test_reading());
     assert_eq!(ing.total().events, 3);
     let listed: Vec<(String, String)> = ing
         .skipped
@@ -465,7 +484,7 @@ fn hidden_files_in_a_walk_are_listed_as_passed_over() {
         .map(|i| i["path"].as_str().unwrap())
         .collect();
     assert_eq!(skipped.len(), 2, "{skipped:?}");
-    let named = read_with(&[evidence], &IngestOptions::default());
+    let named = read_with(&[evidence], &crate::common::test_reading());
     assert_eq!(named.total().events, 2);
 }
 
@@ -486,7 +505,7 @@ fn unreadable_entries_loops_and_empty_directories_are_skipped_and_named() {
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
 
-    let ing = read_with(std::slice::from_ref(&logs), &IngestOptions::default());
+    let ing = read_with(std::slice::from_ref(&logs), &crate::common::test_reading());
     let skipped = |name: &str| {
         ing.skipped
             .iter()
@@ -606,7 +625,7 @@ fn a_log_swapped_after_the_walk_is_not_read() {
     // (Renamed over it, so that the new file cannot reuse the old inode.)
     std::fs::copy(&other, dir.path().join("new")).unwrap();
     std::fs::rename(dir.path().join("new"), logs.join("b.parquet")).unwrap();
-    let ing = ingest_inputs(&found, skipped.clone(), &IngestOptions::default()).unwrap();
+    let ing = ingest_inputs(&found, skipped.clone(), &crate::common::test_reading()).unwrap();
     for input in &ing.inputs {
         let e = input.error.as_deref().unwrap_or_default();
         assert!(e.contains("replaced after it was found"), "{input:?}");
@@ -626,7 +645,7 @@ fn a_log_swapped_after_the_walk_is_not_read() {
     assert!(made.success());
     std::fs::remove_file(logs.join("b.parquet")).unwrap();
     std::os::unix::fs::symlink("/dev/zero", logs.join("b.parquet")).unwrap();
-    let ing = ingest_inputs(&found, skipped, &IngestOptions::default()).unwrap();
+    let ing = ingest_inputs(&found, skipped, &crate::common::test_reading()).unwrap();
     for input in &ing.inputs {
         let e = input.error.as_deref().unwrap_or_default();
         assert!(e.contains("replaced after it was found"), "{input:?}");

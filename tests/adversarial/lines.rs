@@ -89,7 +89,7 @@ fn nesting_100k_deep_is_bounded_in_every_code_path() {
                 token_format: TokenFormat::Structured,
                 ..Default::default()
             },
-            ..hvaudit::tables::ReadingOptions::new(vec![f.clone()])
+            ..crate::common::reading_options(vec![f.clone()])
         },
         ..Default::default()
     })
@@ -138,7 +138,7 @@ fn ten_megabyte_lines_are_read_capped_or_rejected_without_blowing_up() {
         "big.ndjson",
         &sandwich(&[big.clone(), brackets]),
     );
-    let ing = read_with(std::slice::from_ref(&f), &IngestOptions::default());
+    let ing = read_with(std::slice::from_ref(&f), &crate::common::test_reading());
     neighbours_kept(&ing, 2);
     let e = event(&ing, "big", "length(payload) AS n, payload_error");
     assert!(e["n"].as_i64().unwrap() > ten as i64 - 1000, "{e}");
@@ -160,7 +160,7 @@ fn ten_megabyte_lines_are_read_capped_or_rejected_without_blowing_up() {
     assert_bad(&ing, 2, "exceeds the 1048576-byte cap");
     assert_bad(&ing, 4, "exceeds the 1048576-byte cap");
     // The library's front door reads with the same cap.
-    let mut cfg = AuditConfig::of(vec![f.clone()]);
+    let mut cfg = crate::common::audit_config(vec![f.clone()]);
     cfg.reading.ingest = capped;
     let report = Audit::new(cfg).run().unwrap();
     assert_eq!(hvaudit::InputSummary::total(&report.inputs).bad_lines, 2);
@@ -193,7 +193,7 @@ fn a_line_of_half_a_million_members_is_linear_not_quadratic() {
     dup.extend_from_slice(br#","k77":0}"#);
     let f = write(dir.path(), "wide.ndjson", &sandwich(&[line, dup]));
     let t = Instant::now();
-    let ing = read_with(&[f], &IngestOptions::default());
+    let ing = read_with(&[f], &crate::common::test_reading());
     let took = t.elapsed();
     assert!(took < Duration::from_secs(30), "took {took:?}");
     neighbours_kept(&ing, 2);

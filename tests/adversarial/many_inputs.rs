@@ -3,7 +3,7 @@
 //! every query take a pass per file.
 
 use super::{numbered, read_with, write};
-use hvaudit::ingest::{IngestOptions, Ingested};
+use hvaudit::ingest::Ingested;
 
 fn held(ing: &Ingested) -> usize {
     ing.events
@@ -24,8 +24,8 @@ fn one_line_files_cost_what_the_same_lines_in_one_file_cost() {
     for (i, line) in lines.split_inclusive(|b| *b == b'\n').enumerate() {
         write(&many, &format!("{i:05}.ndjson"), line);
     }
-    let one = read_with(&[one], &IngestOptions::default());
-    let many = read_with(&[many], &IngestOptions::default());
+    let one = read_with(&[one], &crate::common::test_reading());
+    let many = read_with(&[many], &crate::common::test_reading());
     assert_eq!(many.inputs.len(), n);
     assert_eq!(many.total().events, n as u64);
     assert_eq!(one.total().events, n as u64);

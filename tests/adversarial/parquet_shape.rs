@@ -79,7 +79,7 @@ fn a_parquet_file_with_a_repeated_column_is_refused_and_named() {
     let dup = dir.path().join("dup.parquet");
     ambiguous(&dup);
     let good = write(dir.path(), "good.ndjson", &super::numbered("ok", 2));
-    let ing = read_with(&[dup.clone(), good.clone()], &IngestOptions::default());
+    let ing = read_with(&[dup.clone(), good.clone()], &crate::common::test_reading());
     let e = ing.inputs[0].error.as_deref().unwrap_or_default();
     assert!(e.contains("two columns named \"id\""), "{e}");
     assert_eq!(ing.inputs[0].events, 0, "no row of it is used");
@@ -129,7 +129,7 @@ fn thousands_of_tiny_row_groups_are_read_as_few_batches() {
         ],
         1,
     );
-    let ing = read_with(&[path], &IngestOptions::default());
+    let ing = read_with(&[path], &crate::common::test_reading());
     assert_eq!(ing.inputs[0].events, n as u64, "{:?}", ing.inputs[0]);
     assert!(
         ing.events.len() <= 2,
@@ -363,7 +363,7 @@ fn a_parquet_page_over_the_limit_is_never_decoded_and_only_its_rows_are_rejected
     );
     // Under the default cap (16 MiB lines, 128 MiB pages) both are read whole.
     for path in [&plain, &dictionary] {
-        let ing = read_with(std::slice::from_ref(path), &IngestOptions::default());
+        let ing = read_with(std::slice::from_ref(path), &crate::common::test_reading());
         assert_eq!((ing.inputs[0].events, ing.inputs[0].bad_lines), (48, 0));
     }
 }

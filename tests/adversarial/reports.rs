@@ -42,7 +42,9 @@ fn log_content_never_reaches_a_report_unescaped() {
     // Even the file name is hostile.
     let name = "\u{1b}[2J<script>x|*`.ndjson";
     let f = write(dir.path(), name, (lines.join("\n") + "\n").as_bytes());
-    let report = Audit::new(AuditConfig::of(vec![f.clone()])).run().unwrap();
+    let report = Audit::new(crate::common::audit_config(vec![f.clone()]))
+        .run()
+        .unwrap();
     for rule in ["lifecycle.illegal_transition", "envelope.invalid"] {
         assert!(
             report.findings.iter().any(|x| x.rule == rule),
@@ -110,7 +112,7 @@ fn log_content_never_reaches_a_report_unescaped() {
 }
 
 fn benign_html() -> String {
-    let report = Audit::new(AuditConfig::of(vec![upstream(
+    let report = Audit::new(crate::common::audit_config(vec![upstream(
         "harmovela-0.2/fixtures/task-lifecycle.ndjson",
     )]))
     .run()

@@ -36,7 +36,7 @@ fn invalid_utf8_nul_bytes_and_bad_escapes_are_located() {
         ),
     ];
     let f = write(dir.path(), "utf8.ndjson", &sandwich(&lines));
-    let ing = read_with(std::slice::from_ref(&f), &IngestOptions::default());
+    let ing = read_with(std::slice::from_ref(&f), &crate::common::test_reading());
     neighbours_kept(&ing, 6);
     assert_bad(&ing, 2, "control character");
     assert_bad(&ing, 4, "invalid UTF-8 at byte");
@@ -199,7 +199,7 @@ fn duplicate_keys_are_rejected_with_the_key_named() {
         ),
     ];
     let f = write(dir.path(), "dup.ndjson", &sandwich(&lines));
-    let ing = read_with(std::slice::from_ref(&f), &IngestOptions::default());
+    let ing = read_with(std::slice::from_ref(&f), &crate::common::test_reading());
     neighbours_kept(&ing, 8);
     assert_bad(&ing, 2, "duplicate key `type`");
     assert_bad(&ing, 4, "duplicate key `type`");
@@ -242,7 +242,7 @@ fn timestamps_at_the_edges_of_time_are_events_or_located_rejections() {
         .into_bytes(),
     ];
     let f = write(dir.path(), "time.ndjson", &sandwich(&lines));
-    let ing = read_with(std::slice::from_ref(&f), &IngestOptions::default());
+    let ing = read_with(std::slice::from_ref(&f), &crate::common::test_reading());
     neighbours_kept(&ing, 9);
     assert_bad(&ing, 12, "no UTC offset");
     assert_bad(&ing, 14, "not an RFC 3339 instant");
@@ -298,7 +298,9 @@ fn timestamps_outside_the_nanosecond_range_do_not_break_rules() {
         "edges.ndjson",
         (log.join("\n") + "\n").as_bytes(),
     );
-    let report = Audit::new(AuditConfig::of(vec![f.clone()])).run().unwrap();
+    let report = Audit::new(crate::common::audit_config(vec![f.clone()]))
+        .run()
+        .unwrap();
     assert!(report.rule_errors.is_empty(), "{:?}", report.rule_errors);
     let said = |rule: &str, instant: &str| {
         report
