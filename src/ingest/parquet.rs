@@ -215,7 +215,7 @@ fn open(input: &Input, threads: usize, limits: Limits, keys: &KeySource) -> Open
     // shows that convert wrote it; otherwise it is read as any Parquet.
     let (table, unauthenticated) = match table {
         None => (None, None),
-        Some(table) => match authenticate(input, keys) {
+        Some(table) => match timed_authenticate(input, keys) {
             Ok(()) => (Some(table), None),
             Err(Unauthenticated::Missing(why)) => (
                 None,
@@ -296,6 +296,14 @@ fn open(input: &Input, threads: usize, limits: Limits, keys: &KeySource) -> Open
         error,
         forged: None,
     }
+}
+
+/// [`authenticate`], its time said under `HVAUDIT_TIMING`.
+fn timed_authenticate(input: &Input, keys: &KeySource) -> Result<(), Unauthenticated> {
+    let started = std::time::Instant::now();
+    let checked = authenticate(input, keys);
+    crate::progress::timing("parquet authenticate", &input.display, started);
+    checked
 }
 
 /// What is decoded at once.

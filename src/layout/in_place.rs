@@ -101,7 +101,9 @@ pub fn scan_inputs(
             );
         }
     }
+    let started = std::time::Instant::now();
     let mut checks = authenticate_each(&found, keys).into_iter();
+    crate::progress::timing("in place", "authenticate", started);
     for input in &found {
         let file = describe_own(input).map_err(|e| anyhow::anyhow!("{}: {e}", input.display))?;
         // The files are queried as they are stored, their claims believed:
