@@ -44,6 +44,9 @@ pub struct AuditConfig {
     /// Report only findings whose first event lies in [since, until].
     pub since: Option<DateTime<Utc>>,
     pub until: Option<DateTime<Utc>>,
+    /// `--rule-timeout`: a view or rule still running after this long is
+    /// stopped, and the audit fails naming it.
+    pub rule_timeout: Option<std::time::Duration>,
 }
 
 impl AuditConfig {
@@ -96,6 +99,7 @@ impl AuditConfig {
             })
             .map_err(AuditError::Usage)?;
         catalog.drop_unread_views(&[UNRESOLVED_BASES]);
+        catalog.timeout = self.rule_timeout;
         Ok(catalog)
     }
 }

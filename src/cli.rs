@@ -259,6 +259,11 @@ pub struct AuditArgs {
     /// into memory: for logs larger than RAM, with --memory-limit.
     #[arg(long)]
     pub in_place: bool,
+    /// Stop a rule or view still running after this long (e.g. 10m) and
+    /// exit 2 naming it, so that a query that never ends cannot hold a
+    /// scheduled audit.
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    pub rule_timeout: Option<std::time::Duration>,
 }
 
 /// Which rules run: `--rules` and `--exclude-rules`.
@@ -332,9 +337,9 @@ pub struct SqlArgs {
     /// Run on a Ballista cluster (df://HOST:PORT) over Parquet from `convert`.
     #[arg(long, value_name = "URL", conflicts_with = "in_place")]
     pub cluster: Option<String>,
-    /// With --cluster: give a query up (exit 2) when it has not finished
-    /// after this long (e.g. 90s, 45m, 2h).
-    #[arg(long, value_name = "DURATION", value_parser = parse_timeout, requires = "cluster")]
+    /// Give a statement up (exit 2) when it has not finished after this
+    /// long (e.g. 90s, 45m, 2h); with --cluster, 30 minutes unless given.
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
     pub timeout: Option<std::time::Duration>,
     /// Query `convert`'s Parquet from disk instead of loading it into memory.
     #[arg(long)]
@@ -563,7 +568,7 @@ mod tests {
     }
 
     #[test]
-    fn a_timeout_needs_the_cluster_and_defaults_to_30_minutes() {
+    fn an_audits_timeout_needs_the_cluster_and_defaults_to_30_minutes() {
         let given = Cli::try_parse_from([
             "hvaudit",
             "audit",
@@ -578,7 +583,9 @@ mod tests {
             panic!("audit")
         };
         assert_eq!(a.timeout, Some(std::time::Duration::from_secs(5)));
-        assert!(Cli::try_parse_from(["hvaudit", "sql", "x", "--timeout", "5s"]).is_err());
+        assert!(Cli::try_parse_from(["hvaudit", "audit", "x", "--timeout", "5s"]).is_err());
+        // A statement's timeout applies without a cluster too.
+        assert!(Cli::try_parse_from(["hvaudit", "sql", "x", "--timeout", "5s"]).is_ok());
         assert!(
             Cli::try_parse_from([
                 "hvaudit",

@@ -44,6 +44,7 @@ pub fn audit(args: &AuditArgs, config: &Config, quiet: bool) -> anyhow::Result<A
         rules_dir: args.rules_dir.clone(),
         since: args.since,
         until: args.until,
+        rule_timeout: args.rule_timeout,
     })
 }
 

@@ -480,3 +480,69 @@ fn versions_in_different_batches_are_still_compared() {
     let message = collision_message(&lines);
     assert!(message.contains("differing: correlation_id"), "{message}");
 }
+
+/// A rule file is code from a shared repository: one whose query never
+/// ends (10^13 rows of a series, scanned for none) cannot hold a nightly
+/// audit. Under `--rule-timeout` the audit stops it and exits 2 naming it;
+/// the same rule over a series it can finish runs as any other. `sql
+/// --timeout` bounds a statement the same way.
+#[test]
+fn a_query_that_never_ends_is_stopped_by_the_timeouts() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    std::fs::write(logs.join("log.ndjson"), log().join("\n") + "\n").unwrap();
+    let series = |n: &str| {
+        format!(
+            "SELECT NULL AS task_id, 'never' AS message, make_array(value) AS seqs \
+             FROM generate_series(1, {n}) WHERE value < 0"
+        )
+    };
+    let run = |rules: &Path, extra: &[&str]| {
+        let started = std::time::Instant::now();
+        let out = hvaudit()
+            .args(["audit", "-q", "--rules-dir"])
+            .arg(rules)
+            .args(extra)
+            .arg(&logs)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            started.elapsed(),
+        )
+    };
+    let endless = dir.path().join("endless");
+    std::fs::create_dir_all(&endless).unwrap();
+    write(
+        &endless,
+        "custom.endless.sql",
+        &custom_rule("endless", "", &series("10000000000000")),
+    );
+    let (code, err, took) = run(&endless, &["--rule-timeout", "2s"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("custom.endless"), "{err}");
+    assert!(err.contains("--rule-timeout"), "{err}");
+    assert!(took < std::time::Duration::from_secs(120), "{took:?}");
+    // The legal look-alike: a series it finishes.
+    let finite = dir.path().join("finite");
+    std::fs::create_dir_all(&finite).unwrap();
+    write(
+        &finite,
+        "custom.finite.sql",
+        &custom_rule("finite", "", &series("1000")),
+    );
+    let (code, err, _) = run(&finite, &["--rule-timeout", "2m"]);
+    assert!(matches!(code, Some(0 | 1)), "{err}");
+    // sql: a statement over its --timeout is given up, exit 2.
+    let out = hvaudit()
+        .args(["sql", "--timeout", "2s", "-e"])
+        .arg("SELECT count(*) FROM generate_series(1, 10000000000000) WHERE value < 0")
+        .arg(&logs)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--timeout"), "{err}");
+}

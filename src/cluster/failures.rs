@@ -46,7 +46,7 @@ pub struct Stalled {
 }
 
 /// The timeout as it was likely written: 90 s, 5 min, 2 h.
-fn humanize(d: &std::time::Duration) -> String {
+pub fn humanize(d: &std::time::Duration) -> String {
     let s = d.as_secs();
     if s == 0 {
         format!("{} ms", d.as_millis())

@@ -32,7 +32,7 @@ pub use crate::layout::in_place::{ParquetInputs, register_tables, scan_inputs};
 pub use audit::{AuditFailure, audit, session};
 #[cfg(feature = "cluster")]
 pub use client::{connect, scheduler_address};
-pub use failures::{Disturbed, Stalled, disturbance, within};
+pub use failures::{Disturbed, Stalled, disturbance, humanize, within};
 #[cfg(feature = "cluster")]
 pub use scratch::{Scratch, scratch, scratch_parent};
 #[cfg(feature = "cluster")]

@@ -1,7 +1,7 @@
 //! `hvaudit sql`: ad hoc SQL over the normalized tables.
 
 use super::sql_output::Results;
-use super::sql_statement::{Power, on_time, query, refusal, split_statements};
+use super::sql_statement::{Limit, Power, on_time, query, refusal, split_statements};
 use crate::cli::{SqlArgs, SqlFormat};
 use datafusion::prelude::SessionContext;
 use hvaudit::audit::block_on;
@@ -53,11 +53,19 @@ pub fn run(args: SqlArgs, quiet: bool) -> anyhow::Result<u8> {
         );
     }
     let reading = crate::translate::sql(&args, quiet)?;
-    // On a cluster, each statement (and the connection) within --timeout.
-    let limit = args
-        .cluster
-        .as_ref()
-        .map(|url| (url.as_str(), crate::cli::cluster_timeout(args.timeout)));
+    // Each statement within --timeout (on a cluster, the connection too,
+    // and a default one).
+    let limit = match (&args.cluster, args.timeout) {
+        (Some(url), given) => Some(Limit {
+            cluster: Some(url.as_str()),
+            timeout: crate::cli::cluster_timeout(given),
+        }),
+        (None, Some(timeout)) => Some(Limit {
+            cluster: None,
+            timeout,
+        }),
+        (None, None) => None,
+    };
     // Loaded, on disk (too large for memory; the scratch directory lives
     // as long as the session), in place or on a cluster.
     let tables = Tables::open(&reading, Purpose::Query)?;
@@ -112,7 +120,7 @@ async fn run_script(
     script: &str,
     format: SqlFormat,
     path: &Path,
-    limit: Option<(&str, std::time::Duration)>,
+    limit: Option<Limit<'_>>,
     power: Power,
 ) -> anyhow::Result<()> {
     let statements = split_statements(script);

@@ -4,7 +4,9 @@
 //! elapsed time after each result; errors on one readable line.
 
 use super::sql_output::Results;
-use super::sql_statement::{Power, builtin_file, builtin_views, on_time, query, split_statements};
+use super::sql_statement::{
+    Limit, Power, builtin_file, builtin_views, on_time, query, split_statements,
+};
 use crate::cli::SqlFormat;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::datasource::TableType;
@@ -408,7 +410,7 @@ pub fn status(rows: Option<usize>, elapsed: Option<Duration>) -> String {
 pub async fn shell(
     ctx: &SessionContext,
     format: SqlFormat,
-    limit: Option<(&str, Duration)>,
+    limit: Option<Limit<'_>>,
     power: Power,
 ) -> anyhow::Result<u8> {
     let builtin = builtin_views();

@@ -103,13 +103,35 @@ pub async fn query(
     Ok(batches)
 }
 
-/// `work`, given up at `limit` (the cluster and its --timeout) if any.
+/// How long one statement may take (`--timeout`): on a cluster (its URL,
+/// for the message) or here.
+#[derive(Clone, Copy)]
+pub struct Limit<'a> {
+    pub cluster: Option<&'a str>,
+    pub timeout: std::time::Duration,
+}
+
+/// `work`, given up after the statement's `--timeout`, if one applies.
 pub async fn on_time<T>(
-    limit: Option<(&str, std::time::Duration)>,
+    limit: Option<Limit<'_>>,
     work: impl std::future::Future<Output = anyhow::Result<T>>,
 ) -> anyhow::Result<T> {
     match limit {
-        Some((url, timeout)) => hvaudit::cluster::within(url, timeout, work).await?,
+        Some(Limit {
+            cluster: Some(url),
+            timeout,
+        }) => hvaudit::cluster::within(url, timeout, work).await?,
+        Some(Limit {
+            cluster: None,
+            timeout,
+        }) => tokio::time::timeout(timeout, work).await.map_err(|_| {
+            anyhow::anyhow!(
+                "the statement did not finish within {} (--timeout): a query that does not end \
+                 (an endless recursive query, a series too long to make), or one too large for \
+                 that time; fix it, or raise --timeout",
+                hvaudit::cluster::humanize(&timeout)
+            )
+        })?,
         None => work.await,
     }
 }

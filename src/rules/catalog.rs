@@ -99,6 +99,9 @@ impl RuleOverride {
 pub struct Catalog {
     pub views: Vec<View>,
     pub rules: Vec<Rule>,
+    /// `--rule-timeout`: how long one view or rule may run before it is
+    /// stopped and reported as failed (None: as long as it takes).
+    pub timeout: Option<std::time::Duration>,
 }
 
 /// A rule or view file that cannot be used, by name.

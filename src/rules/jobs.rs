@@ -28,6 +28,36 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
+/// What a spawned query gave: its result, an error if its task died, or,
+/// past `limit` (`--rule-timeout`), an error that says so. The limit is
+/// kept here, outside the query's task, so that it holds however the
+/// query runs (one that never yields included); the task is stopped when
+/// its handle is dropped.
+pub(super) async fn outcome<T>(
+    limit: Option<std::time::Duration>,
+    handle: &mut AbortOnDrop<datafusion::error::Result<T>>,
+) -> datafusion::error::Result<T> {
+    let joined = match limit {
+        None => (&mut handle.0).await,
+        Some(limit) => match tokio::time::timeout(limit, &mut handle.0).await {
+            Ok(joined) => joined,
+            Err(_) => {
+                return Err(DataFusionError::Execution(format!(
+                    "stopped after {} (--rule-timeout): the query did not finish (a query that \
+                     does not end, or a log too large for that time); fix the query, or raise \
+                     --rule-timeout",
+                    crate::cluster::humanize(&limit)
+                )));
+            }
+        },
+    };
+    joined.unwrap_or_else(|e| {
+        Err(DataFusionError::Execution(format!(
+            "the query stopped: {e}"
+        )))
+    })
+}
+
 /// Which views each view and rule reads (by index into the catalog's
 /// views), from the table names in its SQL. A query that does not parse
 /// depends on nothing; running it reports the parse error.

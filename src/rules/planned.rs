@@ -397,6 +397,7 @@ impl Planned {
                 }
             };
             let (label, strings, task) = (self.labels[r], strings.clone(), self.ctx.task_ctx());
+            let limit = self.catalog.timeout;
             jobs.push(async move {
                 let handle = tokio::spawn(async move {
                     let plan = reset_plan_states(plan)?;
@@ -409,8 +410,7 @@ impl Planned {
                     Ok::<_, DataFusionError>(rows)
                 });
                 let mut handle = super::jobs::AbortOnDrop(handle);
-                let joined = (&mut handle.0).await;
-                (r, joined)
+                (r, super::jobs::outcome(limit, &mut handle).await)
             });
         }
         let mut done: Vec<_> = futures::stream::iter(jobs)
@@ -419,12 +419,7 @@ impl Planned {
             .await;
         // In catalog order, as an evaluation of the catalog gives them.
         done.sort_by_key(|(r, _)| *r);
-        for (r, joined) in done {
-            let outcome = joined.unwrap_or_else(|e| {
-                Err(DataFusionError::Execution(format!(
-                    "the query stopped: {e}"
-                )))
-            });
+        for (r, outcome) in done {
             match outcome {
                 Ok(mut rows) => run.rows.append(&mut rows),
                 Err(e) => run

@@ -4,7 +4,7 @@
 
 use super::catalog::{self, Catalog};
 use super::findings::{RuleRun, Window, resolve};
-use super::jobs::{AbortOnDrop, Dependencies, Job, add_rows, jobs_at_once};
+use super::jobs::{AbortOnDrop, Dependencies, Job, add_rows, jobs_at_once, outcome};
 use super::readings;
 use super::views::{Materialize, register_view};
 use crate::finding_store::{FindingRow, Findings, Interner};
@@ -300,6 +300,7 @@ async fn evaluate(
             // A task of its own: a one-partition query runs entirely in the
             // task that polls it, so jobs polled together would share a core.
             let ctx = ctx.clone();
+            let limit = catalog.timeout;
             let handle = match job {
                 Job::View(i) => {
                     let view = catalog.views[i].clone();
@@ -322,18 +323,13 @@ async fn evaluate(
                 }
             };
             let mut handle = AbortOnDrop(handle);
-            running.push(async move { (job, (&mut handle.0).await) });
+            running.push(async move { (job, outcome(limit, &mut handle).await) });
         }
         // Nothing runs and nothing can start: what is left waits on a cycle
         // of views.
-        let Some((job, joined)) = running.next().await else {
+        let Some((job, outcome)) = running.next().await else {
             break;
         };
-        let outcome = joined.unwrap_or_else(|e| {
-            Err(DataFusionError::Execution(format!(
-                "the query stopped: {e}"
-            )))
-        });
         match job {
             Job::View(i) => view_results[i] = Some(outcome.map(drop)),
             Job::Rule(i) => {
