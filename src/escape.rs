@@ -109,9 +109,79 @@ pub fn shown_path(path: &std::path::Path) -> String {
     out
 }
 
+/// Why an id from a log may be taken for another, if it may: it is not in
+/// NFKC (a decomposed é beside a composed one, a full-width letter), or it
+/// mixes scripts (a Cyrillic а among Latin letters; Han and the Japanese
+/// and Korean scripts written with it count as one). Such ids stay
+/// distinct events; this says so to the reader, with the code points that
+/// tell them apart (the first eight that are not ASCII).
+pub fn look_alike(id: &str) -> Option<String> {
+    use icu_properties::CodePointMapData;
+    use icu_properties::props::Script;
+    if id.is_ascii() {
+        return None;
+    }
+    let scripts = CodePointMapData::<Script>::new();
+    let mut seen: Vec<Script> = Vec::new();
+    for c in id.chars() {
+        let script = match scripts.get(c) {
+            Script::Common | Script::Inherited | Script::Unknown => continue,
+            Script::Hiragana | Script::Katakana | Script::Bopomofo | Script::Hangul => Script::Han,
+            other => other,
+        };
+        if !seen.contains(&script) {
+            seen.push(script);
+        }
+    }
+    let mut why = Vec::new();
+    if !icu_normalizer::ComposingNormalizerBorrowed::new_nfkc().is_normalized(id) {
+        why.push("not in NFKC");
+    }
+    if seen.len() > 1 {
+        why.push("mixes scripts");
+    }
+    if why.is_empty() {
+        return None;
+    }
+    const SHOWN: usize = 8;
+    let wide: Vec<char> = id.chars().filter(|c| !c.is_ascii()).collect();
+    let mut points: Vec<String> = wide
+        .iter()
+        .take(SHOWN)
+        .map(|c| format!("U+{:04X}", *c as u32))
+        .collect();
+    if wide.len() > SHOWN {
+        points.push("…".into());
+    }
+    Some(format!(
+        "look-alike: {}; {}",
+        why.join(", "),
+        points.join(" ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_that_read_as_others_are_marked_and_plain_ones_are_not() {
+        for plain in [
+            "task_a",
+            "café",
+            "задача",
+            "タスク漢字",
+            "ｔ".repeat(0).as_str(),
+            "a-b_c:1",
+        ] {
+            assert_eq!(look_alike(plain), None, "{plain}");
+        }
+        let marked = |id: &str| look_alike(id).unwrap_or_default();
+        assert!(marked("task_\u{430}").contains("mixes scripts; U+0430"));
+        assert!(marked("cafe\u{301}").contains("not in NFKC; U+0301"));
+        assert!(marked("\u{ff54}ask").contains("not in NFKC; U+FF54"));
+        assert!(marked(&"\u{430}x".repeat(20)).ends_with("U+0430 …"));
+    }
 
     #[test]
     fn look_alike_ids_are_told_apart() {

@@ -6,9 +6,12 @@
 //! /dev/null, a FIFO, a socket, a terminal, `/dev/stdout`) is opened and
 //! written in place, as a shell's `>` would: it is never replaced. `-` is
 //! standard output. A reader that closes standard output early (`| head`)
-//! ends the writing quietly.
+//! ends the writing quietly. A regular file gets a MAC beside it (kind
+//! output, `store_key`), so that a later walk over its directory knows it
+//! for hvaudit's own and does not read it as a log.
 
 use crate::signals::Temp;
+use crate::store_key::{Macced, Signed, StoreKey};
 use std::fs::{File, OpenOptions, Permissions};
 use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::MetadataExt;
@@ -54,7 +57,10 @@ enum Sink {
     /// A regular file: a temp file renamed to `target` at the end.
     Atomic {
         temp: Temp,
-        writer: BufWriter<File>,
+        /// Boxed: the hash state is a few KiB.
+        writer: Box<BufWriter<Macced<File>>>,
+        /// Its MAC is written with this key (none: no key could be had).
+        key: Option<StoreKey>,
         target: PathBuf,
         /// The replaced file's mode, kept.
         mode: Option<Permissions>,
@@ -138,12 +144,15 @@ impl Output {
             Sink::Direct(mut w) => w.flush().map_err(|e| write_error(&shown, &e)),
             Sink::Atomic {
                 temp,
-                mut writer,
+                writer,
+                key,
                 target,
                 mode,
             } => {
-                writer.flush().map_err(|e| write_error(&shown, &e))?;
-                drop(writer);
+                let macced = (*writer)
+                    .into_inner()
+                    .map_err(|e| write_error(&shown, e.error()))?;
+                let (len, mac) = macced.mac();
                 let file = temp.as_file();
                 if let Some(mode) = mode {
                     file.set_permissions(mode)
@@ -151,6 +160,11 @@ impl Output {
                 }
                 file.sync_all().map_err(|e| write_error(&shown, &e))?;
                 temp.persist(&target).map_err(|e| write_error(&shown, &e))?;
+                // Without its MAC the file is only read as a log by a later
+                // walk, as before: not worth failing the run over.
+                if let Some(key) = key {
+                    let _ = write_mac(&target, &key.mac_text(Signed::Output, len, &mac));
+                }
                 Ok(())
             }
         }
@@ -170,13 +184,40 @@ fn atomic(shown: &str, target: PathBuf, mode: Option<Permissions>) -> anyhow::Re
             crate::ingest::inputs::shown_path(&dir)
         )
     })?;
-    let writer = BufWriter::new(temp.reopen()?);
+    // The key convert uses, made now if this machine has none (and said
+    // once); without one the file is written all the same.
+    let key = match StoreKey::for_writing() {
+        Ok((key, made)) => {
+            if let Some(made) = made {
+                eprintln!("{made}");
+            }
+            Some(key)
+        }
+        Err(_) => None,
+    };
+    let macced = match &key {
+        Some(key) => Macced::new(temp.reopen()?, key, Signed::Output),
+        None => Macced::unkeyed(temp.reopen()?),
+    };
     Ok(Sink::Atomic {
         temp,
-        writer,
+        writer: Box::new(BufWriter::new(macced)),
+        key,
         target,
         mode,
     })
+}
+
+/// Put the MAC file of `target` in place (atomically).
+fn write_mac(target: &Path, text: &str) -> io::Result<()> {
+    let mac = crate::store_key::mac_path(target);
+    let dir = match mac.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let temp = crate::signals::temp_in(&dir)?;
+    std::fs::write(temp.path(), text)?;
+    temp.persist(&mac)
 }
 
 fn write_error(shown: &str, e: &io::Error) -> anyhow::Error {

@@ -30,6 +30,26 @@ pub const MAC_SUFFIX: &str = ".mac";
 /// What a MAC file holds: one line of this tag and its fields.
 const MAC_TAG: &str = "hvaudit-mac v1";
 
+/// What a MAC vouches for. The kind is hashed with the bytes, so a MAC of
+/// one kind never passes for the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signed {
+    /// A file of convert's layout: its stored claims are believed.
+    Part,
+    /// A file hvaudit wrote for its user (a report, rejected lines, a
+    /// query's result): a walk passes it over as not a log.
+    Output,
+}
+
+impl Signed {
+    fn name(self) -> &'static str {
+        match self {
+            Signed::Part => "part",
+            Signed::Output => "output",
+        }
+    }
+}
+
 /// The secret, as the MAC uses it, and a short public name of it.
 #[derive(Clone)]
 pub struct StoreKey {
@@ -76,15 +96,19 @@ impl StoreKey {
         &self.id
     }
 
-    /// The keyed hash a part's bytes are fed to.
-    pub fn hasher(&self) -> blake3::Hasher {
-        blake3::Hasher::new_keyed(&self.mac_key)
+    /// The keyed hash the bytes of a file of `kind` are fed to.
+    pub fn hasher(&self, kind: Signed) -> blake3::Hasher {
+        let mut hasher = blake3::Hasher::new_keyed(&self.mac_key);
+        hasher.update(format!("hvaudit {}\0", kind.name()).as_bytes());
+        hasher
     }
 
-    /// The MAC file's text for a part of `len` bytes that hashed to `mac`.
-    pub fn mac_text(&self, len: u64, mac: &blake3::Hash) -> String {
+    /// The MAC file's text for a file of `kind` and `len` bytes that
+    /// hashed to `mac`.
+    pub fn mac_text(&self, kind: Signed, len: u64, mac: &blake3::Hash) -> String {
         format!(
-            "{MAC_TAG} key={} bytes={len} mac={}\n",
+            "{MAC_TAG} kind={} key={} bytes={len} mac={}\n",
+            kind.name(),
             self.id,
             mac.to_hex()
         )
@@ -119,8 +143,9 @@ impl StoreKey {
         })?;
         let key = make_key_file(&path)?;
         let note = format!(
-            "hvaudit: made the store key {} (mode 0600), which authenticates what convert \
-             writes; an audit of these files elsewhere needs it (copy it, or set {ENV})",
+            "hvaudit: made the store key {} (mode 0600), which authenticates the files \
+             hvaudit writes (convert's Parquet, reports); an audit of them elsewhere needs \
+             it (copy it, or set {ENV})",
             crate::escape::shown_path(&path)
         );
         Ok((key, Some(note)))
@@ -248,13 +273,20 @@ pub enum Unauthenticated {
 /// (with `key`) to `mac`.
 pub fn check(
     key: &StoreKey,
+    kind: Signed,
     text: &str,
     len: u64,
     mac: &blake3::Hash,
 ) -> Result<(), Unauthenticated> {
-    let fields = parse_mac(text).ok_or_else(|| {
-        Unauthenticated::Failed("its MAC file is not one hvaudit convert writes".into())
-    })?;
+    let fields = parse_mac(text)
+        .ok_or_else(|| Unauthenticated::Failed("its MAC file is not one hvaudit writes".into()))?;
+    if fields.kind != kind.name() {
+        return Err(Unauthenticated::Failed(format!(
+            "its MAC file vouches for another kind of file ({}, not {})",
+            fields.kind,
+            kind.name()
+        )));
+    }
     if fields.key != key.id {
         return Err(Unauthenticated::Failed(format!(
             "its MAC was made with another store key (key {}; this run's is key {}): give the \
@@ -263,9 +295,8 @@ pub fn check(
         )));
     }
     // Compared in constant time (blake3::Hash's own equality).
-    let claimed = blake3::Hash::from_hex(&fields.mac).map_err(|_| {
-        Unauthenticated::Failed("its MAC file is not one hvaudit convert writes".into())
-    })?;
+    let claimed = blake3::Hash::from_hex(&fields.mac)
+        .map_err(|_| Unauthenticated::Failed("its MAC file is not one hvaudit writes".into()))?;
     if fields.bytes != len || claimed != *mac {
         return Err(Unauthenticated::Failed(
             "its bytes are not those convert wrote (the MAC does not match): the file was \
@@ -277,6 +308,7 @@ pub fn check(
 }
 
 struct MacFields {
+    kind: String,
     key: String,
     bytes: u64,
     mac: String,
@@ -286,23 +318,30 @@ fn parse_mac(text: &str) -> Option<MacFields> {
     let rest = text.strip_suffix('\n')?.strip_prefix(MAC_TAG)?;
     let mut parts = rest.split(' ');
     parts.next().filter(|p| p.is_empty())?;
+    let kind = parts.next()?.strip_prefix("kind=")?.to_string();
     let key = parts.next()?.strip_prefix("key=")?.to_string();
     let bytes = parts.next()?.strip_prefix("bytes=")?.parse().ok()?;
     let mac = parts.next()?.strip_prefix("mac=")?.to_string();
-    parts
-        .next()
-        .is_none()
-        .then_some(MacFields { key, bytes, mac })
+    parts.next().is_none().then_some(MacFields {
+        kind,
+        key,
+        bytes,
+        mac,
+    })
 }
 
 /// Bytes of a MAC file read at most (it is one short line).
 pub const MAC_FILE_LIMIT: u64 = 256;
 
-/// The MAC of the local file behind `file`, read from its start to its
-/// end, and its length.
-pub fn mac_of_file(key: &StoreKey, file: &std::fs::File) -> std::io::Result<(u64, blake3::Hash)> {
+/// The MAC (as `kind`) of the local file behind `file`, read from its
+/// start to its end, and its length.
+pub fn mac_of_file(
+    key: &StoreKey,
+    kind: Signed,
+    file: &std::fs::File,
+) -> std::io::Result<(u64, blake3::Hash)> {
     use std::os::unix::fs::FileExt;
-    let mut hasher = key.hasher();
+    let mut hasher = key.hasher(kind);
     let mut buf = vec![0u8; 1 << 20];
     let mut at = 0u64;
     loop {
@@ -338,10 +377,19 @@ pub struct Macced<W> {
 }
 
 impl<W> Macced<W> {
-    pub fn new(inner: W, key: &StoreKey) -> Macced<W> {
+    pub fn new(inner: W, key: &StoreKey, kind: Signed) -> Macced<W> {
         Macced {
             inner,
-            hasher: key.hasher(),
+            hasher: key.hasher(kind),
+            len: 0,
+        }
+    }
+
+    /// A writer with no key to hash for: its MAC is never written.
+    pub fn unkeyed(inner: W) -> Macced<W> {
+        Macced {
+            inner,
+            hasher: blake3::Hasher::new(),
             len: 0,
         }
     }
@@ -375,26 +423,43 @@ mod tests {
     fn a_mac_file_matches_only_its_bytes_under_its_key() {
         let key = StoreKey::from_hex(KEY).unwrap();
         let mac = |data: &[u8], key: &StoreKey| {
-            let mut w = Macced::new(Vec::new(), key);
+            let mut w = Macced::new(Vec::new(), key, Signed::Part);
             std::io::Write::write_all(&mut w, data).unwrap();
             w.mac()
         };
         let (len, m) = mac(b"PAR1 rows PAR1", &key);
-        let text = key.mac_text(len, &m);
-        assert_eq!(check(&key, &text, len, &m), Ok(()));
+        let text = key.mac_text(Signed::Part, len, &m);
+        assert_eq!(check(&key, Signed::Part, &text, len, &m), Ok(()));
+        // The same bytes vouched for as an output do not pass as a part.
+        let mut w = Macced::new(Vec::new(), &key, Signed::Output);
+        std::io::Write::write_all(&mut w, b"PAR1 rows PAR1").unwrap();
+        let (_, as_output) = w.mac();
+        assert_ne!(as_output, m);
+        let text_out = key.mac_text(Signed::Output, len, &as_output);
+        assert!(check(&key, Signed::Part, &text_out, len, &as_output).is_err());
+        // Relabelled, it is checked against the bytes hashed as a part.
+        let relabelled = text_out.replace("kind=output", "kind=part");
+        assert!(check(&key, Signed::Part, &relabelled, len, &m).is_err());
         // One byte changed, one byte more, another key: all refused.
         let (len2, m2) = mac(b"PAR1 rowz PAR1", &key);
         assert!(matches!(
-            check(&key, &text, len2, &m2),
+            check(&key, Signed::Part, &text, len2, &m2),
             Err(Unauthenticated::Failed(_))
         ));
         let (len3, m3) = mac(b"PAR1 rows PAR1 ", &key);
         assert!(matches!(
-            check(&key, &text, len3, &m3),
+            check(&key, Signed::Part, &text, len3, &m3),
             Err(Unauthenticated::Failed(_))
         ));
         let other = StoreKey::ephemeral().unwrap();
-        let e = check(&other, &text, len, &mac(b"PAR1 rows PAR1", &other).1).unwrap_err();
+        let e = check(
+            &other,
+            Signed::Part,
+            &text,
+            len,
+            &mac(b"PAR1 rows PAR1", &other).1,
+        )
+        .unwrap_err();
         assert!(format!("{e:?}").contains("another store key"), "{e:?}");
         // A MAC file with a field too many, or none, is not ours.
         for bad in [
@@ -403,7 +468,7 @@ mod tests {
             text.replace("v1", "v2"),
         ] {
             assert!(matches!(
-                check(&key, &bad, len, &m),
+                check(&key, Signed::Part, &bad, len, &m),
                 Err(Unauthenticated::Failed(_))
             ));
         }

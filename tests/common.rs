@@ -74,10 +74,11 @@ pub fn parquet_with_metadata(
 /// key, as convert would have: for tests that rewrite convert's files on
 /// purpose (an earlier layout) and need them believed.
 pub fn sign(path: &Path) {
-    use hvaudit::store_key::{StoreKey, mac_of_file, mac_path};
+    use hvaudit::store_key::{Signed, StoreKey, mac_of_file, mac_path};
     let key = StoreKey::from_hex(TEST_STORE_KEY).unwrap();
-    let (len, mac) = mac_of_file(&key, &std::fs::File::open(path).unwrap()).unwrap();
-    std::fs::write(mac_path(path), key.mac_text(len, &mac)).unwrap();
+    let file = std::fs::File::open(path).unwrap();
+    let (len, mac) = mac_of_file(&key, Signed::Part, &file).unwrap();
+    std::fs::write(mac_path(path), key.mac_text(Signed::Part, len, &mac)).unwrap();
 }
 
 /// `AuditConfig::of(inputs)`, reading as the tests read ([`test_reading`]).

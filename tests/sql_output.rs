@@ -180,8 +180,9 @@ fn output_to_a_file_is_replaced_only_when_every_statement_ran() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("nowhere"), "{err}");
     assert_eq!(std::fs::read(&out).unwrap(), before);
+    // The log, the output and the output's MAC file: no temp file.
     let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
-    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(names.len(), 3, "{names:?}");
     // From a query file too.
     let queries = dir.path().join("q.sql");
     std::fs::write(&queries, "SELECT id FROM events ORDER BY id;\n").unwrap();

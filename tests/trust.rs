@@ -41,6 +41,11 @@ fn tree(dir: &Path) -> Vec<String> {
     let mut out: Vec<String> = walkdir::WalkDir::new(dir)
         .min_depth(1)
         .into_iter()
+        // The MAC file beside each report hvaudit writes is part of it.
+        .filter(|e| {
+            e.as_ref()
+                .map_or(true, |e| !e.file_name().to_string_lossy().ends_with(".mac"))
+        })
         .map(|e| {
             let e = e.unwrap();
             e.path()

@@ -5,7 +5,7 @@
 
 use super::inputs::Input;
 use crate::store_key::{
-    self, KeySource, MAC_FILE_LIMIT, MAC_PREFIX, MAC_SUFFIX, StoreKey, Unauthenticated,
+    self, KeySource, MAC_FILE_LIMIT, MAC_PREFIX, MAC_SUFFIX, Signed, StoreKey, Unauthenticated,
 };
 use std::io::Read;
 
@@ -29,7 +29,7 @@ pub fn authenticate(input: &Input, keys: &KeySource) -> Result<(), Unauthenticat
         Some(object) => object_mac(object, &key)?,
         None => file_mac(input, &key)?,
     };
-    store_key::check(&key, &text, len, &mac)
+    store_key::check(&key, Signed::Part, &text, len, &mac)
 }
 
 fn missing(part: &str) -> Unauthenticated {
@@ -57,7 +57,7 @@ fn file_mac(input: &Input, key: &StoreKey) -> Result<Checked, Unauthenticated> {
         Err(e) => return Err(unreadable(e)),
     };
     let file = input.open_file().map_err(unreadable)?;
-    let (len, mac) = store_key::mac_of_file(key, &file).map_err(unreadable)?;
+    let (len, mac) = store_key::mac_of_file(key, Signed::Part, &file).map_err(unreadable)?;
     Ok((text, len, mac))
 }
 
@@ -71,7 +71,7 @@ fn object_mac(
         Ok(None) => return Err(missing(name)),
         Err(e) => return Err(unreadable(e)),
     };
-    let mut hasher = key.hasher();
+    let mut hasher = key.hasher(Signed::Part);
     let mut reader = object.reader_from(0);
     let mut buf = vec![0u8; 1 << 20];
     let mut len = 0u64;

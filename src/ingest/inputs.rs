@@ -240,6 +240,8 @@ pub fn expand(
             for f in found {
                 if f.is_dir() {
                     walk_dir(&f, &mut inputs, &mut skipped, allow_unreadable)?;
+                } else if f.is_file() && written_by_hvaudit(&f) {
+                    skipped.push(hvaudit_output(&f));
                 } else {
                     match open_named(&f) {
                         Ok(i) => inputs.push(i),
@@ -298,6 +300,41 @@ fn own_temporary(name: &str) -> bool {
     name.starts_with(".hvaudit-")
 }
 
+/// Whether `path`, a regular file a walk or pattern found, is one hvaudit
+/// wrote for its user (a report, rejected lines, a query's result): its
+/// MAC file beside it, of that kind, checks with this environment's store
+/// key. Only a MAC that checks counts: anything else is read as found, so
+/// no file can pass itself off as a report without the key.
+fn written_by_hvaudit(path: &Path) -> bool {
+    use crate::store_key::{MAC_FILE_LIMIT, Signed, StoreKey, check, mac_of_file, mac_path};
+    static KEY: std::sync::OnceLock<Option<StoreKey>> = std::sync::OnceLock::new();
+    let mac = mac_path(path);
+    if mac.symlink_metadata().is_err() {
+        return false;
+    }
+    let Some(key) = KEY.get_or_init(|| StoreKey::for_reading().ok().flatten()) else {
+        return false;
+    };
+    let Ok(text) = crate::operator_files::read_text(&mac, MAC_FILE_LIMIT) else {
+        return false;
+    };
+    let Ok(file) = crate::operator_files::open_regular(path) else {
+        return false;
+    };
+    mac_of_file(key, Signed::Output, &file)
+        .is_ok_and(|(len, hash)| check(key, Signed::Output, &text, len, &hash).is_ok())
+}
+
+/// How a file hvaudit wrote is listed among the inputs passed over.
+fn hvaudit_output(path: &Path) -> Skipped {
+    Skipped {
+        path: shown_path(path),
+        reason: "written by hvaudit (a report, rejected lines or a query's result, as its MAC \
+                 file says), not a log; name it on the command line to read it"
+            .into(),
+    }
+}
+
 fn walk_dir(
     dir: &Path,
     inputs: &mut Vec<Input>,
@@ -334,6 +371,9 @@ fn walk_dir(
             continue;
         }
         match entry {
+            Ok(e) if e.file_type().is_file() && written_by_hvaudit(e.path()) => {
+                skipped.push(hvaudit_output(e.path()));
+            }
             Ok(e) if e.file_type().is_file() => {
                 let named = named_like_a_log(&e.file_name().to_string_lossy());
                 let taken = match open_input(e.path()) {

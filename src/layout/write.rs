@@ -11,7 +11,7 @@
 use crate::ingest::parquet::{RUN_KEY, TABLE_KEY};
 use crate::ingest::schema::{BAD_LINES, EVENTS, EVIDENCE, LAYOUT_KEY, LAYOUT_VERSION, events_col};
 use crate::ingest::time::day_of_us;
-use crate::store_key::{Macced, StoreKey, mac_path};
+use crate::store_key::{Macced, Signed, StoreKey, mac_path};
 use datafusion::arrow::array::{Int64Array, RecordBatch, UInt32Array};
 use datafusion::arrow::compute::take_record_batch;
 use datafusion::arrow::datatypes::SchemaRef;
@@ -212,7 +212,7 @@ impl Files {
                     KeyValue::new(RUN_KEY.into(), self.run_id.clone()),
                 ]))
                 .build();
-            let sink = Macced::new(sink, &self.key);
+            let sink = Macced::new(sink, &self.key, Signed::Part);
             let writer = ArrowWriter::try_new(sink, schema.clone(), Some(props))?;
             let open = Open {
                 temp,
@@ -246,7 +246,7 @@ impl Files {
         for (path, file) in self.open {
             let sink = file.writer.into_inner()?;
             let (len, mac) = sink.mac();
-            let mac_text = self.key.mac_text(len, &mac);
+            let mac_text = self.key.mac_text(Signed::Part, len, &mac);
             match (file.temp, sink.inner) {
                 (Some(temp), Sink::File(_)) => {
                     let dir = path

@@ -114,18 +114,45 @@ impl Object for LazyFindings {
 
 /// A finding's JSON model as template values: what the log said (ids,
 /// tasks, types) with every backslash escaped too, as the text report shows
-/// it; the message is escaped already, and paths (`file`) are as shown.
+/// it, and beside each id that may be taken for another why; the message
+/// is escaped already, and paths (`file`) are as shown.
 fn finding_json(v: &serde_json::Value, key: Option<&str>) -> Value {
     use serde_json::Value as J;
     match v {
         J::String(s) if matches!(key, Some("file" | "message")) => Value::from(clean(s)),
         J::String(s) => Value::from(super::log_text(s)),
         J::Array(a) => a.iter().map(|v| finding_json(v, key)).collect(),
-        J::Object(o) => Value::from(
-            o.iter()
+        J::Object(o) => {
+            let mut fields: BTreeMap<String, Value> = o
+                .iter()
                 .map(|(k, v)| (k.clone(), finding_json(v, Some(k))))
-                .collect::<BTreeMap<String, Value>>(),
-        ),
+                .collect();
+            // Beside each id that may be taken for another: why, with its
+            // code points (`KEY_look_alike`; for `event_ids`, a list).
+            for key in ["task_id", "event_id", "event_ids"] {
+                let notes: Vec<String> = match o.get(key) {
+                    Some(J::String(id)) => vec![crate::escape::look_alike(id).unwrap_or_default()],
+                    Some(J::Array(ids)) => ids
+                        .iter()
+                        .map(|id| {
+                            id.as_str()
+                                .and_then(crate::escape::look_alike)
+                                .unwrap_or_default()
+                        })
+                        .collect(),
+                    _ => continue,
+                };
+                if notes.iter().any(|n| !n.is_empty()) {
+                    let notes: Vec<Value> = notes.into_iter().map(Value::from).collect();
+                    let value = match key {
+                        "event_ids" => Value::from(notes),
+                        _ => notes.into_iter().next().unwrap_or_default(),
+                    };
+                    fields.insert(format!("{key}_look_alike"), value);
+                }
+            }
+            Value::from(fields)
+        }
         other => from_json(other),
     }
 }

@@ -332,3 +332,13 @@ fn file_line(file: &str, line: u64) -> String {
 // escaped too (src/escape.rs).
 pub(crate) use crate::escape::hidden_escaped as clean;
 pub(crate) use crate::escape::visible as log_text;
+
+/// An id from a log as the text and HTML reports show it: [`log_text`],
+/// and, when it may be taken for another id, why and its code points
+/// (`escape::look_alike`).
+pub(crate) fn shown_id(id: &str) -> std::borrow::Cow<'_, str> {
+    match crate::escape::look_alike(id) {
+        None => log_text(id),
+        Some(why) => format!("{} [{why}]", log_text(id)).into(),
+    }
+}

@@ -10,7 +10,7 @@
 use super::Configuration;
 use super::model::{InputSummary, Report};
 use super::{
-    clean, file_line, finding_state, gate_notes, identity_holds, identity_word, log_text,
+    clean, file_line, finding_state, gate_notes, identity_holds, identity_word, log_text, shown_id,
     top_agents, top_tasks, verdict,
 };
 use crate::finding::{Finding, Severity, fmt_instant};
@@ -442,7 +442,7 @@ fn finding(f: &Finding, o: &mut Out) -> io::Result<()> {
     o.para(&log_text(&f.message), "  ", "  ")?;
     if let Some(task) = &f.task_id {
         o.fill(
-            &[Token::plain("task:"), Token::plain(log_text(task))],
+            &[Token::plain("task:"), Token::plain(shown_id(task))],
             "  ",
             "    ",
         )?;
@@ -452,7 +452,7 @@ fn finding(f: &Finding, o: &mut Out) -> io::Result<()> {
         let last = f.event_ids.len() - 1;
         for (i, e) in f.event_ids.iter().enumerate() {
             let sep = if i == last { "" } else { "," };
-            tokens.push(Token::plain(format!("{}{sep}", log_text(e))));
+            tokens.push(Token::plain(format!("{}{sep}", shown_id(e))));
         }
         o.fill(&tokens, "  ", "    ")?;
     }
@@ -464,7 +464,7 @@ fn finding(f: &Finding, o: &mut Out) -> io::Result<()> {
         ];
         if let Some(e) = &l.event_id {
             tokens.push(Token::plain("(event"));
-            tokens.push(Token::plain(format!("{})", log_text(e))));
+            tokens.push(Token::plain(format!("{})", shown_id(e))));
         }
         o.fill(&tokens, "  ", "    ")?;
     }

@@ -238,4 +238,20 @@ fn a_compressed_log_that_expands_past_its_size_is_read_again_to_disk() {
     // The plain log, under the same limit, is read as it always was.
     let (_, err) = audit(&plain, Some(&limit));
     assert!(!err.contains("decoded past"), "{err}");
+    // convert, without a limit, on a machine whose memory the gzip (at
+    // 1.5x 10x its size) fits and what it decodes to (1.5x 2x) does not.
+    let available = ((15 * packed + 3 * decoded) / 2).to_string();
+    let store = dir.path().join("store");
+    let out = crate::common::hvaudit()
+        .env("HVAUDIT_MEMORY_AVAILABLE", &available)
+        .args(["convert", "-o"])
+        .arg(&store)
+        .arg(&gz)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("decoded past"), "{err}");
+    let (converted, _) = audit(&store, None);
+    assert_eq!(prints(&converted), prints(&expected));
 }

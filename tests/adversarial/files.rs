@@ -651,3 +651,84 @@ fn a_log_swapped_after_the_walk_is_not_read() {
         assert!(e.contains("replaced after it was found"), "{input:?}");
     }
 }
+
+/// A scheduled job that writes its report and its rejected lines beside
+/// the logs audits the same directory the next day: what hvaudit wrote
+/// (its MAC file says so, checked with the store key) is listed as passed
+/// over, not read as a log, and the same `-o` works again. A log beside a
+/// MAC file copied from a real report is read all the same, and a report
+/// named on the command line is read as asked.
+#[test]
+fn reports_written_beside_the_logs_are_not_read_as_logs_the_next_day() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let sample =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/incident/harmovela-0.2.ndjson");
+    std::fs::copy(&sample, logs.join("harmovela-0.2.ndjson")).unwrap();
+    let (report, rejected) = (logs.join("report.json"), logs.join("rejected.ndjson"));
+    let nightly = || {
+        let args = [
+            os("audit"),
+            logs.as_os_str(),
+            os("--format"),
+            os("json"),
+            os("-o"),
+            report.as_os_str(),
+            os("--bad-lines"),
+            rejected.as_os_str(),
+        ];
+        let (code, _, _) = run_ok(&args, &[0, 1]);
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        (code, v)
+    };
+    let (day1, first) = nightly();
+    assert!(first["accounting"]["bad_lines"].as_u64().unwrap() > 0);
+    let (day2, second) = nightly();
+    assert_eq!(day1, day2);
+    assert_eq!(first["findings"], second["findings"]);
+    assert_eq!(first["accounting"], second["accounting"]);
+    let passed_over: Vec<&str> = second["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| {
+            i["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("written by hvaudit"))
+        })
+        .map(|i| i["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(passed_over.len(), 2, "{}", second["inputs"]);
+    // A MAC file copied from the report vouches for nothing else.
+    let planted = write(
+        dir.path().join("logs").as_path(),
+        "planted.ndjson",
+        &numbered("p", 3),
+    );
+    std::fs::copy(
+        hvaudit::store_key::mac_path(&report),
+        hvaudit::store_key::mac_path(&planted),
+    )
+    .unwrap();
+    let (_, third) = nightly();
+    let events = |v: &Value| v["accounting"]["events"].as_u64().unwrap();
+    assert_eq!(events(&third), events(&first) + 3);
+    // Named on the command line, the report is read (as the bad lines
+    // JSON that is not NDJSON makes).
+    let (_, out, _) = run_ok(
+        &[
+            os("audit"),
+            os("--format"),
+            os("json"),
+            os("--allow-empty"),
+            report.as_os_str(),
+        ],
+        &[0, 1, 2],
+    );
+    let named: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        named["accounting"]["lines"].as_u64().unwrap() > 0,
+        "{named}"
+    );
+}

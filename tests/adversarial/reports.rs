@@ -184,3 +184,56 @@ fn markdown_tables_intact(text: &str) {
     }
     assert!(rows > 5, "md has tables");
 }
+
+/// Look-alike ids stay distinct events, and the text and HTML reports say
+/// which ones may be taken for others (not in NFKC, or of mixed scripts),
+/// with their code points; a plain id beside them carries no mark.
+#[test]
+fn look_alike_ids_are_marked_with_their_code_points() {
+    let dir = tempfile::tempdir().unwrap();
+    // Tasks whose first event is task.progress: a lifecycle finding each.
+    let tasks = ["task_a", "task_\u{430}", "cafe\u{301}", "\u{ff54}ask_a"];
+    let lines: Vec<String> = tasks
+        .iter()
+        .enumerate()
+        .map(|(n, t)| {
+            json!({"spec_version": "0.2", "id": format!("e{n}"), "type": "task.progress",
+                   "source": "agent:x", "created_at": "2026-07-14T10:00:00Z",
+                   "task_id": t, "payload": {"task_id": t}})
+            .to_string()
+        })
+        .collect();
+    let f = write(
+        dir.path(),
+        "log.ndjson",
+        (lines.join("\n") + "\n").as_bytes(),
+    );
+    let report = Audit::new(crate::common::audit_config(vec![f]))
+        .run()
+        .unwrap();
+    for format in [ReportFormat::Text, ReportFormat::Html] {
+        let mut out = Vec::new();
+        render(&report, format, &mut out).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        // Text: after the id; HTML: in an element of its own beside the
+        // id's, which stays the id alone (and its filter's value).
+        let marked = |task: &str, mark: &str| match format {
+            ReportFormat::Html => {
+                format!("{task}</span> <span class=\"lookalike\">[look-alike: {mark}]</span>")
+            }
+            _ => format!("{task} [look-alike: {mark}]"),
+        };
+        for (task, mark) in [
+            ("task_\u{430}", "mixes scripts; U+0430"),
+            ("cafe\u{301}", "not in NFKC; U+0301"),
+            ("\u{ff54}ask_a", "not in NFKC; U+FF54"),
+        ] {
+            assert!(out.contains(&marked(task, mark)), "{format:?}: {task}");
+        }
+        assert!(!out.contains("task_a [look-alike"), "{format:?}");
+        assert!(
+            !out.contains("task_a</span> <span class=\"lookalike\""),
+            "{format:?}"
+        );
+    }
+}
