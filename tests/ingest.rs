@@ -284,7 +284,7 @@ fn redeliveries_and_versions_are_resolved_across_chunks_parsed_out_of_order() {
     let f = write(dir.path(), "log.ndjson", log.as_bytes());
     let opts = IngestOptions {
         threads: 4,
-        ..Default::default()
+        ..crate::common::test_reading()
     };
     let ing = ingest(&[f], &opts).unwrap();
     assert!(ing.events.len() >= 3, "the log spans several chunks");
@@ -377,7 +377,7 @@ fn an_over_long_line_is_rejected_without_being_held() {
     );
     let opts = IngestOptions {
         max_line_bytes: 10_000,
-        ..Default::default()
+        ..crate::common::test_reading()
     };
     let (at, reason, _) = one_bad(&around(long.as_bytes()), opts);
     assert_eq!(at, 2);
@@ -524,7 +524,7 @@ fn structured_tokens_are_decoded_only_when_asked() {
     assert_eq!((r[0]["n"].as_i64(), r[0]["m"].as_i64()), (Some(0), Some(0)));
     let opts = IngestOptions {
         token_format: hvaudit::protocol::TokenFormat::Structured,
-        ..Default::default()
+        ..crate::common::test_reading()
     };
     let structured = ingest(&[f], &opts).unwrap();
     let r = query(

@@ -243,7 +243,7 @@ fn audit_finds_exactly_the_planted_cases() {
             reading: hvaudit::tables::ReadingOptions {
                 ingest: hvaudit::ingest::IngestOptions {
                     token_format: format,
-                    ..Default::default()
+                    ..crate::common::test_reading()
                 },
                 ..crate::common::reading_options(vec![path.clone()])
             },

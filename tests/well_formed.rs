@@ -150,7 +150,7 @@ fn audited(p: &Planted) -> (Report, RenderOptions) {
         reading: hvaudit::tables::ReadingOptions {
             ingest: hvaudit::ingest::IngestOptions {
                 allow_empty: true,
-                ..Default::default()
+                ..crate::common::test_reading()
             },
             ..crate::common::reading_options(vec![path])
         },

@@ -299,7 +299,7 @@ fn audit(dir: &Path, tweak: impl FnOnce(&mut AuditConfig)) -> Report {
         reading: hvaudit::tables::ReadingOptions {
             ingest: hvaudit::ingest::IngestOptions {
                 token_format: TokenFormat::Structured,
-                ..Default::default()
+                ..crate::common::test_reading()
             },
             ..crate::common::reading_options(vec![dir.to_path_buf()])
         },

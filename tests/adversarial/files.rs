@@ -537,7 +537,7 @@ fn unreadable_entries_loops_and_empty_directories_are_skipped_and_named() {
     assert!(stderr.contains("holds no log file"), "{stderr}");
     let allowed = IngestOptions {
         allow_empty: true,
-        ..Default::default()
+        ..crate::common::test_reading()
     };
     let none = read_with(std::slice::from_ref(&empty), &allowed);
     assert_eq!(none.total().lines, 0);

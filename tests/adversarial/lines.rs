@@ -57,7 +57,7 @@ fn nesting_100k_deep_is_bounded_in_every_code_path() {
     let f = write(dir.path(), "deep.ndjson", &sandwich(&deep_lines()));
     let opts = IngestOptions {
         token_format: TokenFormat::Structured,
-        ..Default::default()
+        ..crate::common::test_reading()
     };
     let ing = read_with(std::slice::from_ref(&f), &opts);
     neighbours_kept(&ing, 8);
@@ -87,7 +87,7 @@ fn nesting_100k_deep_is_bounded_in_every_code_path() {
         reading: hvaudit::tables::ReadingOptions {
             ingest: hvaudit::ingest::IngestOptions {
                 token_format: TokenFormat::Structured,
-                ..Default::default()
+                ..crate::common::test_reading()
             },
             ..crate::common::reading_options(vec![f.clone()])
         },
@@ -153,7 +153,7 @@ fn ten_megabyte_lines_are_read_capped_or_rejected_without_blowing_up() {
     // Under a cap the long lines are rejected, and said to be.
     let capped = IngestOptions {
         max_line_bytes: 1 << 20,
-        ..Default::default()
+        ..crate::common::test_reading()
     };
     let ing = read_with(std::slice::from_ref(&f), &capped);
     neighbours_kept(&ing, 2);

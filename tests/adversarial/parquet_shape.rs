@@ -196,7 +196,7 @@ const MIB: usize = 1 << 20;
 fn capped(cap: usize) -> IngestOptions {
     IngestOptions {
         max_line_bytes: cap,
-        ..Default::default()
+        ..crate::common::test_reading()
     }
 }
 

@@ -101,7 +101,7 @@ fn numbers_out_of_range_and_negative_zero() {
     let f = write(dir.path(), "num.ndjson", &sandwich(&lines));
     let opts = IngestOptions {
         token_format: TokenFormat::Structured,
-        ..Default::default()
+        ..crate::common::test_reading()
     };
     let ing = read_with(std::slice::from_ref(&f), &opts);
     neighbours_kept(&ing, 6);
@@ -356,7 +356,7 @@ fn a_non_ascii_timestamp_is_a_bad_line_not_a_panic() {
     let f = write(dir.path(), "odd.ndjson", &sandwich(&lines));
     let opts = IngestOptions {
         token_format: TokenFormat::Structured,
-        ..Default::default()
+        ..crate::common::test_reading()
     };
     let ing = read_with(std::slice::from_ref(&f), &opts);
     neighbours_kept(&ing, 3);
