@@ -152,7 +152,6 @@ impl Output {
                 let macced = (*writer)
                     .into_inner()
                     .map_err(|e| write_error(&shown, e.error()))?;
-                let (len, mac) = macced.mac();
                 let file = temp.as_file();
                 if let Some(mode) = mode {
                     file.set_permissions(mode)
@@ -162,7 +161,7 @@ impl Output {
                 temp.persist(&target).map_err(|e| write_error(&shown, &e))?;
                 // Without its MAC the file is only read as a log by a later
                 // walk, as before: not worth failing the run over.
-                if let Some(key) = key {
+                if let (Some(key), Some((len, mac))) = (key, macced.mac()) {
                     let _ = write_mac(&target, &key.mac_text(Signed::Output, len, &mac));
                 }
                 Ok(())

@@ -372,7 +372,8 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
 /// part's MAC is made as it is written, with no second read.
 pub struct Macced<W> {
     pub inner: W,
-    hasher: blake3::Hasher,
+    /// None when there is no key to hash for.
+    hasher: Option<blake3::Hasher>,
     len: u64,
 }
 
@@ -380,30 +381,32 @@ impl<W> Macced<W> {
     pub fn new(inner: W, key: &StoreKey, kind: Signed) -> Macced<W> {
         Macced {
             inner,
-            hasher: key.hasher(kind),
+            hasher: Some(key.hasher(kind)),
             len: 0,
         }
     }
 
-    /// A writer with no key to hash for: its MAC is never written.
+    /// A writer with no key to hash for: it hashes nothing and has no MAC.
     pub fn unkeyed(inner: W) -> Macced<W> {
         Macced {
             inner,
-            hasher: blake3::Hasher::new(),
+            hasher: None,
             len: 0,
         }
     }
 
-    /// The bytes written so far and their MAC.
-    pub fn mac(&self) -> (u64, blake3::Hash) {
-        (self.len, self.hasher.finalize())
+    /// The bytes written so far and their MAC (None without a key).
+    pub fn mac(&self) -> Option<(u64, blake3::Hash)> {
+        Some((self.len, self.hasher.as_ref()?.finalize()))
     }
 }
 
 impl<W: std::io::Write> std::io::Write for Macced<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
+        if let Some(hasher) = &mut self.hasher {
+            hasher.update(&buf[..n]);
+        }
         self.len += n as u64;
         Ok(n)
     }
@@ -420,12 +423,20 @@ mod tests {
     const KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
 
     #[test]
+    fn a_writer_without_a_key_passes_its_bytes_on_and_has_no_mac() {
+        let mut w = Macced::unkeyed(Vec::new());
+        std::io::Write::write_all(&mut w, b"report").unwrap();
+        assert_eq!(w.mac(), None);
+        assert_eq!(w.inner, b"report");
+    }
+
+    #[test]
     fn a_mac_file_matches_only_its_bytes_under_its_key() {
         let key = StoreKey::from_hex(KEY).unwrap();
         let mac = |data: &[u8], key: &StoreKey| {
             let mut w = Macced::new(Vec::new(), key, Signed::Part);
             std::io::Write::write_all(&mut w, data).unwrap();
-            w.mac()
+            w.mac().unwrap()
         };
         let (len, m) = mac(b"PAR1 rows PAR1", &key);
         let text = key.mac_text(Signed::Part, len, &m);
@@ -433,7 +444,7 @@ mod tests {
         // The same bytes vouched for as an output do not pass as a part.
         let mut w = Macced::new(Vec::new(), &key, Signed::Output);
         std::io::Write::write_all(&mut w, b"PAR1 rows PAR1").unwrap();
-        let (_, as_output) = w.mac();
+        let (_, as_output) = w.mac().unwrap();
         assert_ne!(as_output, m);
         let text_out = key.mac_text(Signed::Output, len, &as_output);
         assert!(check(&key, Signed::Part, &text_out, len, &as_output).is_err());

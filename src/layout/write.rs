@@ -245,7 +245,7 @@ impl Files {
         let count = self.open.len();
         for (path, file) in self.open {
             let sink = file.writer.into_inner()?;
-            let (len, mac) = sink.mac();
+            let (len, mac) = sink.mac().expect("a part is written with its key");
             let mac_text = self.key.mac_text(Signed::Part, len, &mac);
             match (file.temp, sink.inner) {
                 (Some(temp), Sink::File(_)) => {
