@@ -32,7 +32,7 @@ pub async fn audit<E: AuditFailure>(
 ) -> Result<Report, E> {
     let views = Arc::new(super::scratch(spill_dir, inputs).map_err(E::setup)?);
     let run = async {
-        let ctx = super::connect(url).await.map_err(E::setup)?;
+        let ctx = super::connect(url, inputs).await.map_err(E::setup)?;
         rules(ctx, Arc::clone(&views)).await
     };
     let disturbed = |cause: &str| Disturbed {
@@ -59,7 +59,7 @@ pub async fn session(
     spill_dir: Option<&Path>,
     inputs: &[PathBuf],
 ) -> anyhow::Result<(SessionContext, Arc<Scratch>)> {
-    let ctx = super::connect(url).await?;
+    let ctx = super::connect(url, inputs).await?;
     let scratch = super::scratch(spill_dir, inputs)?;
     Ok((ctx, Arc::new(scratch)))
 }
