@@ -513,27 +513,24 @@ fn a_query_that_never_ends_is_stopped_by_the_timeouts() {
             started.elapsed(),
         )
     };
-    let endless = dir.path().join("endless");
-    std::fs::create_dir_all(&endless).unwrap();
-    write(
-        &endless,
-        "custom.endless.sql",
-        &custom_rule("endless", "", &series("10000000000000")),
+    // A rules directory holding one rule, custom.NAME, over a series to `end`.
+    let rules_over = |name: &str, end: &str| {
+        let rules = dir.path().join(name);
+        std::fs::create_dir_all(&rules).unwrap();
+        let file = format!("custom.{name}.sql");
+        write(&rules, &file, &custom_rule(name, "", &series(end)));
+        rules
+    };
+    let (code, err, took) = run(
+        &rules_over("endless", "10000000000000"),
+        &["--rule-timeout", "2s"],
     );
-    let (code, err, took) = run(&endless, &["--rule-timeout", "2s"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("custom.endless"), "{err}");
     assert!(err.contains("--rule-timeout"), "{err}");
     assert!(took < std::time::Duration::from_secs(120), "{took:?}");
     // The legal look-alike: a series it finishes.
-    let finite = dir.path().join("finite");
-    std::fs::create_dir_all(&finite).unwrap();
-    write(
-        &finite,
-        "custom.finite.sql",
-        &custom_rule("finite", "", &series("1000")),
-    );
-    let (code, err, _) = run(&finite, &["--rule-timeout", "2m"]);
+    let (code, err, _) = run(&rules_over("finite", "1000"), &["--rule-timeout", "2m"]);
     assert!(matches!(code, Some(0 | 1)), "{err}");
     // sql: a statement over its --timeout is given up, exit 2.
     let out = hvaudit()
