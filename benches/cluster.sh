@@ -45,9 +45,39 @@ timed() { # NAME OUT CMD...: run CMD, print its wall time
 echo "== $SIZE as Parquet ($(du -sh "$PQ" | cut -f1)), one machine, 2 cores"
 timed "audit, local" "$WORK/local.json" "$BIN" audit "$PQ"
 timed "audit, local --in-place" "$WORK/in-place.json" "$BIN" audit --in-place "$PQ"
-timed "audit, 2-executor cluster" "$WORK/cluster.json" "$BIN" audit --cluster "df://127.0.0.1:$SCHED" "$PQ"
+# What one cluster audit asks of the cluster: jobs (the scheduler's log),
+# stages and tasks (the executors' logs: "Execute task : [TID JOB/STAGE.
+# ATTEMPT/PARTITION.ATTEMPT]"), and the bytes the executors wrote to disk
+# (shuffle files and the materialized views: /proc/PID/io write_bytes).
+EXECUTOR_LOGS=("$WORK/executor-1.log" "$WORK/executor-2.log")
+written() {
+  local total=0 pid
+  for pid in "${pids[@]:1}"; do
+    total=$((total + $(awk '/^write_bytes/ {print $2}' "/proc/$pid/io")))
+  done
+  echo "$total"
+}
+on_cluster() { # NAME OUT: a cluster audit, timed, then its jobs, stages, tasks and bytes
+  local name=$1 out=$2 jobs lines bytes
+  jobs=$(grep -ac 'Job queued' "$WORK/scheduler.log" || true)
+  lines=$(cat "${EXECUTOR_LOGS[@]}" | wc -l)
+  bytes=$(written)
+  timed "$name" "$out" "$BIN" audit --cluster "df://127.0.0.1:$SCHED" "$PQ"
+  jobs=$(($(grep -ac 'Job queued' "$WORK/scheduler.log" || true) - jobs))
+  bytes=$(($(written) - bytes))
+  cat "${EXECUTOR_LOGS[@]}" | tail -n +"$((lines + 1))" | grep -ao 'Execute task *: \[TID [^]]*' |
+    sed 's/.*TID //' | awk -F/ -v jobs="$jobs" -v bytes="$bytes" '
+      { split($2, stage, "."); stages[$1 "/" stage[1]] = 1; tasks++ }
+      END { printf "    %d jobs, %d stages, %d tasks, %.0f MB written by the executors\n",
+              jobs, length(stages), tasks, bytes / 1e6 }'
+}
+# Ballista's own plans (16 partitions, sort-merge joins), then the client's
+# (docs/cluster.md, "The client's plans").
+BALLISTA_PLANS="datafusion.execution.target_partitions=16,datafusion.optimizer.prefer_hash_join=false"
+HVAUDIT_SESSION_SETTINGS="$BALLISTA_PLANS" on_cluster "cluster, Ballista's plans" "$WORK/cluster-ballista.json"
+on_cluster "audit, 2-executor cluster" "$WORK/cluster.json"
 same=1
-for other in in-place cluster; do
+for other in in-place cluster-ballista cluster; do
   cmp -s "$WORK/local.json" "$WORK/$other.json" || {
     echo "  JSON reports DIFFER: diff $WORK/local.json $WORK/$other.json"
     same=0
