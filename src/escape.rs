@@ -43,6 +43,35 @@ pub fn visible(s: &str) -> Cow<'_, str> {
     escaped(s, true)
 }
 
+/// Values from a log longer than this many characters (an id, a type, an
+/// agent) are cut where a person reads them: a value has no length limit,
+/// and a report repeats it for every finding that cites it.
+pub const SHOWN_VALUE_CHARS: usize = 80;
+
+/// A value from a log (an id, a type, a task) as the reports people read
+/// show it: [`visible`], and past [`SHOWN_VALUE_CHARS`] characters only the
+/// first half of them, the length and the start of the value's BLAKE3 (two
+/// long ids with one beginning must not read as one), as the rules'
+/// `log_text` helper cuts it in messages. Machine formats (JSON, SARIF)
+/// keep the whole value.
+pub fn log_value(s: &str) -> Cow<'_, str> {
+    if s.char_indices().nth(SHOWN_VALUE_CHARS).is_none() {
+        return visible(s);
+    }
+    let cut = s
+        .char_indices()
+        .nth(SHOWN_VALUE_CHARS / 2)
+        .map_or(s.len(), |(i, _)| i);
+    let length = s.chars().count();
+    let hash = blake3::hash(s.as_bytes()).to_hex();
+    format!(
+        "{}…[{length} characters, blake3 {}]",
+        visible(&s[..cut]),
+        &hash[..16]
+    )
+    .into()
+}
+
 /// `s` with every [`hidden`] character escaped as [`visible`] does, but the
 /// backslash left as it is: for text that already holds escapes (a path as
 /// `shown_path` gives it, a message or error naming one), which a second
@@ -163,6 +192,20 @@ pub fn look_alike(id: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_values_are_cut_to_their_start_length_and_hash() {
+        let whole = "é".repeat(SHOWN_VALUE_CHARS);
+        assert_eq!(log_value(&whole), whole.as_str(), "80 characters, 160 bytes");
+        let long = format!("\u{1b}{}", "é".repeat(SHOWN_VALUE_CHARS));
+        let hash = blake3::hash(long.as_bytes()).to_hex();
+        assert_eq!(
+            log_value(&long),
+            format!("\\x1b{}…[81 characters, blake3 {}]", "é".repeat(39), &hash[..16])
+        );
+        let (a, b) = ("a".repeat(100) + "1", "a".repeat(100) + "2");
+        assert_ne!(log_value(&a), log_value(&b));
+    }
 
     #[test]
     fn ids_that_read_as_others_are_marked_and_plain_ones_are_not() {

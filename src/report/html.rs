@@ -113,14 +113,14 @@ impl Object for LazyFindings {
 }
 
 /// A finding's JSON model as template values: what the log said (ids,
-/// tasks, types) with every backslash escaped too, as the text report shows
-/// it, and beside each id that may be taken for another why; the message
+/// tasks, types) with every backslash escaped too and long values cut, as
+/// the text report shows it, and beside each id that may be taken for another why; the message
 /// is escaped already, and paths (`file`) are as shown.
 fn finding_json(v: &serde_json::Value, key: Option<&str>) -> Value {
     use serde_json::Value as J;
     match v {
         J::String(s) if matches!(key, Some("file" | "message")) => Value::from(clean(s)),
-        J::String(s) => Value::from(super::log_text(s)),
+        J::String(s) => Value::from(super::log_value(s)),
         J::Array(a) => a.iter().map(|v| finding_json(v, key)).collect(),
         J::Object(o) => {
             let mut fields: BTreeMap<String, Value> = o

@@ -12,7 +12,7 @@
 //! document unparseable.
 
 use super::model::Report;
-use super::{Configuration, clean, log_text};
+use super::{Configuration, clean, log_text, log_value};
 use crate::finding::{Finding, fmt_instant};
 use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
 use std::collections::BTreeMap;
@@ -152,8 +152,8 @@ fn line(f: &Finding) -> String {
         let at = t.at.as_ref().map(fmt_instant).unwrap_or_else(|| "-".into());
         text.push_str(&clean(&format!(
             "\n    {at} {} {} {}:{}",
-            log_text(&t.event_type),
-            log_text(&t.event_id),
+            log_value(&t.event_type),
+            log_value(&t.event_id),
             t.file,
             t.line
         )));

@@ -5,7 +5,7 @@
 use super::Configuration;
 use super::model::{InputSummary, Report};
 use super::{
-    clean, file_line, finding_state, gate_notes, identity_holds, identity_word, log_text,
+    clean, file_line, finding_state, gate_notes, identity_holds, identity_word, log_text, log_value,
     top_tasks, verdict,
 };
 use crate::finding::{Finding, Severity, fmt_instant};
@@ -229,17 +229,17 @@ fn finding(n: usize, f: &Finding, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "{pad}{}", md_log(&f.message))?;
     writeln!(out)?;
     if let Some(task) = &f.task_id {
-        writeln!(out, "{pad}- Task: {}", md_log(task))?;
+        writeln!(out, "{pad}- Task: {}", md_value(task))?;
     }
     if !f.event_ids.is_empty() {
-        let ids: Vec<String> = f.event_ids.iter().map(|e| md_log(e)).collect();
+        let ids: Vec<String> = f.event_ids.iter().map(|e| md_value(e)).collect();
         writeln!(out, "{pad}- Events: {}", ids.join(", "))?;
     }
     let locs: Vec<String> = f
         .locations
         .iter()
         .map(|l| match &l.event_id {
-            Some(e) => format!("{} ({})", md(&file_line(&l.file, l.line)), md_log(e)),
+            Some(e) => format!("{} ({})", md(&file_line(&l.file, l.line)), md_value(e)),
             None => md(&file_line(&l.file, l.line)),
         })
         .collect();
@@ -258,14 +258,14 @@ fn finding(n: usize, f: &Finding, out: &mut dyn Write) -> io::Result<()> {
         let task = t
             .task_id
             .as_deref()
-            .map(|t| format!(" (task {})", md_log(t)))
+            .map(|t| format!(" (task {})", md_value(t)))
             .unwrap_or_default();
         writeln!(
             out,
             "{pad}  - {} {} {}{task} at {}",
             instant(t.at),
-            md_log(&t.event_id),
-            md_log(&t.event_type),
+            md_value(&t.event_id),
+            md_value(&t.event_type),
             md(&file_line(&t.file, t.line))
         )?;
     }
@@ -294,6 +294,11 @@ pub(crate) fn md(s: &str) -> String {
 /// it names.
 fn md_log(s: &str) -> String {
     md_with(s, log_text)
+}
+
+/// An id, type or task from the log, cut as `log_value` cuts it.
+fn md_value(s: &str) -> String {
+    md_with(s, log_value)
 }
 
 fn md_with(s: &str, escape: fn(&str) -> std::borrow::Cow<'_, str>) -> String {

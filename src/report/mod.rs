@@ -332,13 +332,14 @@ fn file_line(file: &str, line: u64) -> String {
 // escaped too (src/escape.rs).
 pub(crate) use crate::escape::hidden_escaped as clean;
 pub(crate) use crate::escape::visible as log_text;
+pub(crate) use crate::escape::log_value;
 
-/// An id from a log as the text and HTML reports show it: [`log_text`],
-/// and, when it may be taken for another id, why and its code points
-/// (`escape::look_alike`).
+/// An id from a log as the text report shows it: [`log_value`], and, when
+/// it may be taken for another id, why and its code points
+/// (`escape::look_alike`, of the whole id).
 pub(crate) fn shown_id(id: &str) -> std::borrow::Cow<'_, str> {
     match crate::escape::look_alike(id) {
-        None => log_text(id),
-        Some(why) => format!("{} [{why}]", log_text(id)).into(),
+        None => log_value(id),
+        Some(why) => format!("{} [{why}]", log_value(id)).into(),
     }
 }

@@ -10,7 +10,7 @@
 use super::Configuration;
 use super::model::{InputSummary, Report};
 use super::{
-    clean, file_line, finding_state, gate_notes, identity_holds, identity_word, log_text, shown_id,
+    clean, file_line, finding_state, gate_notes, identity_holds, identity_word, log_text, log_value, shown_id,
     top_agents, top_tasks, verdict,
 };
 use crate::finding::{Finding, Severity, fmt_instant};
@@ -489,11 +489,11 @@ fn finding(f: &Finding, o: &mut Out) -> io::Result<()> {
         .map(|t| {
             vec![
                 instant(t.at),
-                log_text(&t.event_id).into_owned(),
-                log_text(&t.event_type).into_owned(),
+                log_value(&t.event_id).into_owned(),
+                log_value(&t.event_type).into_owned(),
                 t.task_id
                     .as_deref()
-                    .map(|t| log_text(t).into_owned())
+                    .map(|t| log_value(t).into_owned())
                     .unwrap_or_default(),
                 clean(&file_line(&t.file, t.line)).into_owned(),
             ]

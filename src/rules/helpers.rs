@@ -48,6 +48,28 @@ const HELPERS: &[Helper] = &[
             )
         },
     },
+    // Text from the log as a message shows it. An id, type or agent name
+    // has no length limit, and a message repeats it for every finding that
+    // cites it: a 1 MiB id replayed 400 times would make 400 MiB of
+    // messages. Past 80 characters only the first 40 are shown, with the
+    // length and the start of the value's BLAKE3 (so that two long values
+    // with one beginning still read apart); the finding's event ids,
+    // locations and fingerprint keep the whole value. `escape::log_value`
+    // cuts ids the same way in the reports people read. (`digest` is in
+    // DataFusion's default functions.)
+    Helper {
+        name: "log_text",
+        params: &["text"],
+        expand: |a| {
+            let t = &a[0];
+            format!(
+                "CASE WHEN character_length({t}) > 80 \
+                 THEN concat(left({t}, 40), '…[', character_length({t}), ' characters, blake3 ', \
+                 left(encode(digest({t}, 'blake3'), 'hex'), 16), ']') \
+                 ELSE {t} END"
+            )
+        },
+    },
     // The seq a `time_order` value carries.
     Helper {
         name: "seq_of",
@@ -284,6 +306,12 @@ mod tests {
             expand("min(time_order(created_ns, seq))").unwrap(),
             "min(((CAST((created_ns) AS DECIMAL(39, 0)) + 10000000000000000000) \
              * 10000000000000000000 + (seq)))"
+        );
+        assert_eq!(
+            expand("log_text(r.id)").unwrap(),
+            "CASE WHEN character_length(r.id) > 80 THEN concat(left(r.id, 40), '…[', \
+             character_length(r.id), ' characters, blake3 ', \
+             left(encode(digest(r.id, 'blake3'), 'hex'), 16), ']') ELSE r.id END"
         );
         assert_eq!(
             expand("e.seq = seq_of(l.ord)").unwrap(),

@@ -255,3 +255,105 @@ fn a_compressed_log_that_expands_past_its_size_is_read_again_to_disk() {
     let (converted, _) = audit(&store, None);
     assert_eq!(prints(&converted), prints(&expected));
 }
+
+/// A handoff of token `token` by an event with id `first`, and `n` later
+/// handoffs of the same token by other tasks: every replay cites `first`
+/// (token.replayed and token.rebound).
+fn replays_of(first: &str, token: &str, n: usize) -> Vec<String> {
+    let handoff = |id: &str, task: &str, minute: usize| {
+        json!({
+            "spec_version": "0.2", "id": id, "type": "delegation.handoff.completed",
+            "source": "agent:a", "created_at": format!("2026-07-14T1{}:{:02}:00Z", minute / 60, minute % 60),
+            "task_id": task, "delegated_by": "agent:a", "delegated_to": "agent:b",
+            "handoff_token": token, "payload": {}
+        })
+        .to_string()
+    };
+    let mut log = vec![handoff(first, &format!("{token}_first"), 0)];
+    log.extend((1..=n).map(|i| handoff(&format!("{token}_r{i}"), &format!("{token}_t{i}"), i)));
+    log
+}
+
+fn rendered(report: &hvaudit::Report, format: ReportFormat) -> String {
+    let mut out = Vec::new();
+    render(report, format, &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// How messages and the reports people read show a value of the log past
+/// 80 characters: its first 40, its length and the start of its BLAKE3.
+fn cut(value: &str) -> String {
+    let hash = blake3::hash(value.as_bytes()).to_hex();
+    format!(
+        "{}…[{} characters, blake3 {}]",
+        value.chars().take(40).collect::<String>(),
+        value.chars().count(),
+        &hash[..16]
+    )
+}
+
+/// A 64 KiB id cited by 100 findings. Before, every message held it whole
+/// (at 1 MiB and 400 replays, 1.8 GiB under --memory-limit 1G and a 3.4 GB
+/// report). Messages and the text, Markdown, HTML and JUnit reports now
+/// cut it; the JSON report's event ids, locations and timeline keep it
+/// whole, and every finding keeps its own fingerprint.
+#[test]
+fn a_long_id_cited_by_many_findings_is_cut_where_people_read_it() {
+    let long = "x".repeat(64 << 10);
+    let report = crate::common::audit_lines(&replays_of(&long, "ht_1", 50), |_| {});
+    let cited: Vec<_> = report
+        .findings
+        .iter()
+        .filter(|f| f.event_ids.contains(&long))
+        .collect();
+    assert_eq!(cited.len(), 100, "50 replays and 50 rebindings");
+    for f in &cited {
+        assert!(f.message.contains(&cut(&long)), "{}", f.message);
+        assert!(f.message.len() < 1000, "message of {} bytes", f.message.len());
+        assert!(f.locations.iter().any(|l| l.event_id.as_deref() == Some(&long)));
+        assert!(f.timeline.iter().any(|t| t.event_id == long));
+    }
+    let prints: std::collections::HashSet<_> = cited.iter().map(|f| &f.fingerprint).collect();
+    assert_eq!(prints.len(), cited.len());
+    for format in [
+        ReportFormat::Text,
+        ReportFormat::Markdown,
+        ReportFormat::Html,
+        ReportFormat::Junit,
+    ] {
+        let shown = rendered(&report, format);
+        assert!(shown.len() < 2 << 20, "{format:?}: {} bytes", shown.len());
+        assert!(!shown.contains(&"x".repeat(100)), "{format:?} shows the id whole");
+        // (Markdown escapes the brackets.)
+        let tail = cut(&long).split_off(cut(&long).find("characters").unwrap());
+        assert!(shown.contains(tail.trim_end_matches(']')), "{format:?}");
+    }
+    let json = rendered(&report, ReportFormat::Json);
+    assert_eq!(json.matches(&long).count(), 100 * 3, "event ids, locations, timeline");
+}
+
+/// Two long ids that begin alike and have one length read apart wherever
+/// they are cut; an id of 80 characters is shown whole.
+#[test]
+fn long_ids_that_begin_alike_read_apart() {
+    let stem = "task-".repeat(40);
+    let (a, b) = (format!("{stem}a"), format!("{stem}b"));
+    let whole = "y".repeat(80);
+    let mut log = replays_of(&a, "ht_a", 1);
+    log.extend(replays_of(&b, "ht_b", 1));
+    log.extend(replays_of(&whole, "ht_w", 1));
+    let report = crate::common::audit_lines(&log, |_| {});
+    let text = rendered(&report, ReportFormat::Text);
+    assert_ne!(cut(&a), cut(&b));
+    for id in [&a, &b] {
+        let message = report
+            .findings
+            .iter()
+            .find(|f| f.rule == "token.replayed" && f.event_ids.contains(id))
+            .map(|f| f.message.clone())
+            .unwrap();
+        assert!(message.contains(&cut(id)), "{message}");
+        assert!(text.contains(&cut(id)));
+    }
+    assert!(text.contains(&whole), "80 characters are shown whole");
+}
