@@ -75,7 +75,9 @@ pub struct RuleSettings {
     pub decision_types: Option<Vec<String>>,
 }
 
-/// A fresh session with our configuration and the JSON functions.
+/// A fresh session with our configuration and the JSON functions (and,
+/// under a memory limit, the functions that could build more than it
+/// refusing to).
 pub fn session(opts: &EngineOptions) -> Result<SessionContext> {
     // s3://, gs://, az:// and https:// tables (`--in-place` over objects).
     let mut runtime = RuntimeEnvBuilder::new()
@@ -94,6 +96,7 @@ pub fn session(opts: &EngineOptions) -> Result<SessionContext> {
     let mut ctx = SessionContext::new_with_config_rt(config, runtime.build_arc()?);
     ctx.add_optimizer_rule(Arc::new(SortableJoinKeys));
     datafusion_functions_json::register_all(&mut ctx)?;
+    crate::amplifying_functions::register(&ctx, opts.memory.limit)?;
     Ok(ctx)
 }
 

@@ -196,12 +196,20 @@ mod tests {
     #[test]
     fn long_values_are_cut_to_their_start_length_and_hash() {
         let whole = "é".repeat(SHOWN_VALUE_CHARS);
-        assert_eq!(log_value(&whole), whole.as_str(), "80 characters, 160 bytes");
+        assert_eq!(
+            log_value(&whole),
+            whole.as_str(),
+            "80 characters, 160 bytes"
+        );
         let long = format!("\u{1b}{}", "é".repeat(SHOWN_VALUE_CHARS));
         let hash = blake3::hash(long.as_bytes()).to_hex();
         assert_eq!(
             log_value(&long),
-            format!("\\x1b{}…[81 characters, blake3 {}]", "é".repeat(39), &hash[..16])
+            format!(
+                "\\x1b{}…[81 characters, blake3 {}]",
+                "é".repeat(39),
+                &hash[..16]
+            )
         );
         let (a, b) = ("a".repeat(100) + "1", "a".repeat(100) + "2");
         assert_ne!(log_value(&a), log_value(&b));

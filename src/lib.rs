@@ -13,6 +13,7 @@
 //! `cluster` runs the same SQL on a Ballista cluster (feature `cluster`;
 //! how a cluster run stalls or is disturbed is there without it).
 
+mod amplifying_functions;
 pub mod audit;
 pub mod cluster;
 pub mod engine;

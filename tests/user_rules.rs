@@ -543,3 +543,54 @@ fn a_query_that_never_ends_is_stopped_by_the_timeouts() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--timeout"), "{err}");
 }
+
+/// `repeat('x', 2^31)` in a rule file built 2 GiB outside the engine's
+/// memory pool (8.4 GiB peak under `--memory-limit 512M`). Under a memory
+/// limit the call is refused before it allocates: the audit exits 2 naming
+/// the rule, and `sql` gives up the statement. The same rule asking for a
+/// little runs as any other.
+#[test]
+fn a_function_asked_for_more_than_the_memory_limit_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    std::fs::write(logs.join("log.ndjson"), log().join("\n") + "\n").unwrap();
+    let audit = |name: &str, times: &str| {
+        let rules = dir.path().join(name);
+        std::fs::create_dir_all(&rules).unwrap();
+        let sql = format!(
+            "SELECT task_id, left(repeat(id, {times}), 10) AS message, make_array(seq) AS seqs \
+             FROM ev LIMIT 1"
+        );
+        write(
+            &rules,
+            &format!("custom.{name}.sql"),
+            &custom_rule(name, "", &sql),
+        );
+        let out = hvaudit()
+            .args(["audit", "-q", "--memory-limit", "256M", "--rules-dir"])
+            .arg(&rules)
+            .arg(&logs)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = audit("huge", "2147483648");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("custom.huge"), "{err}");
+    assert!(err.contains("repeat() would build"), "{err}");
+    let (code, err) = audit("small", "3");
+    assert!(matches!(code, Some(0 | 1)), "{err}");
+    let out = hvaudit()
+        .args(["sql", "--memory-limit", "256M", "-e"])
+        .arg("SELECT length(lpad('x', 2147483648)) AS n")
+        .arg(&logs)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("lpad() would build"), "{err}");
+}

@@ -13,10 +13,13 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// A session state with the JSON functions, for our scheduler and executors.
-fn state_with_json_functions() -> Result<datafusion::execution::SessionState> {
+/// A session state with the JSON functions, for our scheduler and executors;
+/// an executor's, under its memory `limit`, also with the functions that
+/// could build more than it refusing to (`amplifying_functions`).
+fn state_with_json_functions(limit: Option<u64>) -> Result<datafusion::execution::SessionState> {
     let mut ctx = SessionContext::new_with_config_rt(SessionConfig::new(), object_stores()?);
     datafusion_functions_json::register_all(&mut ctx)?;
+    crate::amplifying_functions::register(&ctx, limit)?;
     Ok(ctx.state())
 }
 
@@ -73,7 +76,7 @@ pub async fn run_scheduler_with(
         no_executors_grace_period_seconds: timeout,
         ..Default::default()
     };
-    let json = state_with_json_functions()?;
+    let json = state_with_json_functions(None)?;
     config.override_session_builder = Some(Arc::new(move |cfg: SessionConfig| {
         Ok(SessionStateBuilder::new_from_existing(json.clone())
             .with_config(cfg)
@@ -225,7 +228,7 @@ pub struct ExecutorOptions {
 /// Run an executor until the process ends.
 pub async fn run_executor(opts: ExecutorOptions) -> anyhow::Result<()> {
     use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
-    let json = state_with_json_functions()?;
+    let json = state_with_json_functions(opts.memory_limit)?;
     let config = ExecutorProcessConfig {
         scheduler_host: opts.scheduler.0.clone(),
         scheduler_port: opts.scheduler.1,

@@ -5,8 +5,8 @@
 use super::Configuration;
 use super::model::{InputSummary, Report};
 use super::{
-    clean, file_line, finding_state, gate_notes, identity_holds, identity_word, log_text, log_value,
-    top_tasks, verdict,
+    clean, file_line, finding_state, gate_notes, identity_holds, identity_word, log_text,
+    log_value, top_tasks, verdict,
 };
 use crate::finding::{Finding, Severity, fmt_instant};
 use chrono::{DateTime, Utc};

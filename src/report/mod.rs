@@ -331,8 +331,8 @@ fn file_line(file: &str, line: u64) -> String {
 // notes); `log_text`: what a log said (messages, ids), its backslashes
 // escaped too (src/escape.rs).
 pub(crate) use crate::escape::hidden_escaped as clean;
-pub(crate) use crate::escape::visible as log_text;
 pub(crate) use crate::escape::log_value;
+pub(crate) use crate::escape::visible as log_text;
 
 /// An id from a log as the text report shows it: [`log_value`], and, when
 /// it may be taken for another id, why and its code points

@@ -309,8 +309,16 @@ fn a_long_id_cited_by_many_findings_is_cut_where_people_read_it() {
     assert_eq!(cited.len(), 100, "50 replays and 50 rebindings");
     for f in &cited {
         assert!(f.message.contains(&cut(&long)), "{}", f.message);
-        assert!(f.message.len() < 1000, "message of {} bytes", f.message.len());
-        assert!(f.locations.iter().any(|l| l.event_id.as_deref() == Some(&long)));
+        assert!(
+            f.message.len() < 1000,
+            "message of {} bytes",
+            f.message.len()
+        );
+        assert!(
+            f.locations
+                .iter()
+                .any(|l| l.event_id.as_deref() == Some(&long))
+        );
         assert!(f.timeline.iter().any(|t| t.event_id == long));
     }
     let prints: std::collections::HashSet<_> = cited.iter().map(|f| &f.fingerprint).collect();
@@ -323,13 +331,20 @@ fn a_long_id_cited_by_many_findings_is_cut_where_people_read_it() {
     ] {
         let shown = rendered(&report, format);
         assert!(shown.len() < 2 << 20, "{format:?}: {} bytes", shown.len());
-        assert!(!shown.contains(&"x".repeat(100)), "{format:?} shows the id whole");
+        assert!(
+            !shown.contains(&"x".repeat(100)),
+            "{format:?} shows the id whole"
+        );
         // (Markdown escapes the brackets.)
         let tail = cut(&long).split_off(cut(&long).find("characters").unwrap());
         assert!(shown.contains(tail.trim_end_matches(']')), "{format:?}");
     }
     let json = rendered(&report, ReportFormat::Json);
-    assert_eq!(json.matches(&long).count(), 100 * 3, "event ids, locations, timeline");
+    assert_eq!(
+        json.matches(&long).count(),
+        100 * 3,
+        "event ids, locations, timeline"
+    );
 }
 
 /// Two long ids that begin alike and have one length read apart wherever
