@@ -1,5 +1,5 @@
 //! The built-in functions whose result can be far larger than their
-//! arguments: `repeat('x', 2147483648)` is 2 GiB from 25 bytes of SQL.
+//! arguments: `repeat('x', 2000000000)` is 2 GB from 25 bytes of SQL.
 //! DataFusion builds a function's result outside the memory pool, so
 //! `--memory-limit` alone does not bound it. Under a memory limit, these
 //! functions are registered again, wrapped: before a call builds its
