@@ -533,15 +533,26 @@ fn a_query_that_never_ends_is_stopped_by_the_timeouts() {
     let (code, err, _) = run(&rules_over("finite", "1000"), &["--rule-timeout", "2m"]);
     assert!(matches!(code, Some(0 | 1)), "{err}");
     // sql: a statement over its --timeout is given up, exit 2.
+    sql_gives_up(
+        &["--timeout", "2s"],
+        "SELECT count(*) FROM generate_series(1, 10000000000000) WHERE value < 0",
+        &logs,
+        "--timeout",
+    );
+}
+
+/// `hvaudit sql OPTIONS -e QUERY LOGS` exits 2 and says `says`.
+fn sql_gives_up(options: &[&str], query: &str, logs: &Path, says: &str) {
     let out = hvaudit()
-        .args(["sql", "--timeout", "2s", "-e"])
-        .arg("SELECT count(*) FROM generate_series(1, 10000000000000) WHERE value < 0")
-        .arg(&logs)
+        .arg("sql")
+        .args(options)
+        .args(["-e", query])
+        .arg(logs)
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("--timeout"), "{err}");
+    assert!(err.contains(says), "{err}");
 }
 
 /// `repeat('x', 2^31)` in a rule file built 2 GiB outside the engine's
@@ -584,13 +595,10 @@ fn a_function_asked_for_more_than_the_memory_limit_is_refused() {
     assert!(err.contains("repeat() would build"), "{err}");
     let (code, err) = audit("small", "3");
     assert!(matches!(code, Some(0 | 1)), "{err}");
-    let out = hvaudit()
-        .args(["sql", "--memory-limit", "256M", "-e"])
-        .arg("SELECT length(lpad('x', 2147483648)) AS n")
-        .arg(&logs)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("lpad() would build"), "{err}");
+    sql_gives_up(
+        &["--memory-limit", "256M"],
+        "SELECT length(lpad('x', 2147483648)) AS n",
+        &logs,
+        "lpad() would build",
+    );
 }
