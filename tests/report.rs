@@ -1170,3 +1170,24 @@ snapshot_tests! {
 fn snapshot_html() {
     insta::assert_snapshot!(html_with(&sample(), provenance()));
 }
+
+/// The HTML report cuts a value of the log past 80 characters (an event id,
+/// a task) as the text report does, and shows the operator's own text (a
+/// suppression's reason) whole.
+#[test]
+fn html_cuts_long_log_values_and_keeps_a_long_reason_whole() {
+    let mut r = sample();
+    let mut findings = r.findings.to_vec();
+    let (id, reason) = ("e".repeat(120), "r".repeat(120));
+    findings[1].event_ids = vec![id.clone()];
+    findings[1].locations[0].event_id = Some(id.clone());
+    findings[1].task_id = Some(id.clone());
+    if let Some(s) = findings[1].suppression.as_mut() {
+        s.reason = reason.clone();
+    }
+    r.findings = findings.into();
+    let out = html_with(&r, provenance());
+    assert!(out.contains(&reason), "the reason whole");
+    assert!(!out.contains(&id), "the id cut");
+    assert!(out.contains(&format!("{}…[120 characters, blake3 ", "e".repeat(40))));
+}

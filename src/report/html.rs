@@ -120,7 +120,17 @@ fn finding_json(v: &serde_json::Value, key: Option<&str>) -> Value {
     use serde_json::Value as J;
     match v {
         J::String(s) if matches!(key, Some("file" | "message")) => Value::from(clean(s)),
-        J::String(s) => Value::from(super::log_value(s)),
+        // Values of the log cut as the text report cuts them; the rest
+        // (a suppression's reason, ...) whole.
+        J::String(s)
+            if matches!(
+                key,
+                Some("task_id" | "agent" | "session_id" | "event_ids" | "event_id" | "type")
+            ) =>
+        {
+            Value::from(super::log_value(s))
+        }
+        J::String(s) => Value::from(super::log_text(s)),
         J::Array(a) => a.iter().map(|v| finding_json(v, key)).collect(),
         J::Object(o) => {
             let mut fields: BTreeMap<String, Value> = o
