@@ -52,7 +52,7 @@ pub const SHOWN_VALUE_CHARS: usize = 80;
 /// show it: [`visible`], and past [`SHOWN_VALUE_CHARS`] characters only the
 /// first half of them, the length and the start of the value's BLAKE3 (two
 /// long ids with one beginning must not read as one), as the rules'
-/// `log_text` helper cuts it in messages. Machine formats (JSON, SARIF)
+/// `log_value` helper cuts it in messages. Machine formats (JSON, SARIF)
 /// keep the whole value.
 pub fn log_value(s: &str) -> Cow<'_, str> {
     if s.char_indices().nth(SHOWN_VALUE_CHARS).is_none() {

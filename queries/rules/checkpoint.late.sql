@@ -21,10 +21,10 @@
 --   10:05:05.001: fires; saved at 10:05:05.000: silent.
 SELECT
     w.task_id,
-    concat('interruption.saved ', log_text(w.saved_id), ' (checkpoint ', log_text(w.saved_checkpoint_id), ') for task ', log_text(w.task_id),
+    concat('interruption.saved ', log_value(w.saved_id), ' (checkpoint ', log_value(w.saved_checkpoint_id), ') for task ', log_value(w.task_id),
            ' at ', instant_text(w.saved_at), ' came ',
            (CAST(w.saved_at AS BIGINT) - CAST(w.created_at AS BIGINT)) / 1000,
-           ' ms after interruption.requested ', log_text(w.id), ' at ',
+           ' ms after interruption.requested ', log_value(w.id), ' at ',
            instant_text(w.created_at), '; expected it within the grace period of ',
            w.grace_period_ms, ' ms (by ',
            instant_text(to_timestamp_micros(CAST(w.created_at AS BIGINT) + w.grace_period_ms * 1000)),

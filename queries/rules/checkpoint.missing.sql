@@ -20,13 +20,13 @@
 --   checkpoint_id ckpt_1 at 10:05:04: silent.
 SELECT
     w.task_id,
-    concat('interruption.requested ', log_text(w.id), ' (save_and_stop',
+    concat('interruption.requested ', log_value(w.id), ' (save_and_stop',
            CASE WHEN w.grace_period_ms IS NULL THEN ''
                 ELSE concat(', grace ', w.grace_period_ms, ' ms') END,
-           ') for task ', log_text(w.task_id), ' at ', instant_text(w.created_at),
+           ') for task ', log_value(w.task_id), ' at ', instant_text(w.created_at),
            ' got no interruption.saved with a checkpoint_id before ',
            CASE w.close_kind
-                WHEN 'terminal' THEN concat('the task''s ', log_text(w.term_type), ' at ', instant_text(w.close_at))
+                WHEN 'terminal' THEN concat('the task''s ', log_value(w.term_type), ' at ', instant_text(w.close_at))
                 WHEN 'request' THEN concat('the next interruption.requested at ', instant_text(w.close_at))
                 ELSE concat('the end of the log at ', instant_text(l.end_at)) END,
            '; expected the task to save a checkpoint and stop') AS message,

@@ -88,9 +88,9 @@ kept_working AS (
 )
 SELECT
     k.task_id,
-    concat('task ', log_text(k.task_id), ' emitted ', log_text(k.work_type), ' ', log_text(k.work_id), ' at ', instant_text(k.work_at),
+    concat('task ', log_value(k.task_id), ' emitted ', log_value(k.work_type), ' ', log_value(k.work_id), ' at ', instant_text(k.work_at),
            CASE WHEN k.n_work > 1 THEN concat(' (and ', k.n_work - 1, ' more progress/output events)') ELSE '' END,
-           ' after ', log_text(k.type), ' ', log_text(k.id), ' (', log_text(k.policy), ') at ', instant_text(k.created_at),
+           ' after ', log_value(k.type), ' ', log_value(k.id), ' (', log_value(k.policy), ') at ', instant_text(k.created_at),
            '; expected it to stop until interruption.resumed or its terminal event') AS message,
     make_array(k.work_seq, k.seq) AS seqs
 FROM kept_working k

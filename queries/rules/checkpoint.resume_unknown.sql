@@ -52,14 +52,14 @@ saved_checkpoints AS (
 )
 SELECT
     r.task_id,
-    concat('interruption.resumed ', log_text(r.id), ' for task ', log_text(r.task_id), ' at ',
-           instant_text(r.created_at), ' names checkpoint ', log_text(r.ckpt),
+    concat('interruption.resumed ', log_value(r.id), ' for task ', log_value(r.task_id), ' at ',
+           instant_text(r.created_at), ' names checkpoint ', log_value(r.ckpt),
            ', which no earlier interruption.saved of the task recorded (',
            CASE WHEN c.saved_list IS NULL THEN 'it saved none'
                 ELSE concat('it saved: ', c.saved_list) END,
            '), and the task did not then fail with error code checkpoint_missing',
            CASE WHEN t.term_seq IS NOT NULL AND t.term_ns > r.created_ns
-                THEN concat(' (it ended with ', log_text(t.term_type), ' at ',
+                THEN concat(' (it ended with ', log_value(t.term_type), ' at ',
                             instant_text(t.term_at), ')')
                 ELSE '' END,
            '; expected a saved checkpoint or task.failed with checkpoint_missing') AS message,

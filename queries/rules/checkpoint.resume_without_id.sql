@@ -13,8 +13,8 @@
 --   checkpoint_id ckpt_task_01 it is silent.
 SELECT
     e.task_id,
-    concat('interruption.resumed ', log_text(e.id),
-           CASE WHEN e.task_id IS NULL THEN '' ELSE concat(' for task ', log_text(e.task_id)) END,
+    concat('interruption.resumed ', log_value(e.id),
+           CASE WHEN e.task_id IS NULL THEN '' ELSE concat(' for task ', log_value(e.task_id)) END,
            ' at ', instant_text(e.created_at),
            ' names no checkpoint_id (neither in the envelope nor in the payload)',
            '; expected the id of the checkpoint the task resumes from') AS message,

@@ -64,16 +64,16 @@ per_basis AS (
     GROUP BY d_seq, b_seq, d_id, d_type, d_task_id, d_created_at, ref_id, b_type, via
 )
 SELECT d_task_id AS task_id,
-       concat(log_text(d_type), ' ', log_text(d_id),
-              CASE WHEN d_task_id IS NULL THEN '' ELSE concat(' of task ', log_text(d_task_id)) END,
+       concat(log_value(d_type), ' ', log_value(d_id),
+              CASE WHEN d_task_id IS NULL THEN '' ELSE concat(' of task ', log_value(d_task_id)) END,
               ' at ', instant_text(d_created_at),
-              ' rests on ', log_text(ref_id), ' (', log_text(b_type), ', via ', via, '), contested by ',
-              log_text(first_c_id), ' (belief.conflict.detected at ',
+              ' rests on ', log_value(ref_id), ' (', log_value(b_type), ', via ', via, '), contested by ',
+              log_value(first_c_id), ' (belief.conflict.detected at ',
               instant_text(first_c_at), ')',
               CASE WHEN n_conflicts > 1
                    THEN concat(' and ', CAST(n_conflicts - 1 AS VARCHAR), ' more conflict(s)')
                    ELSE '' END,
-              '; expected a belief.revised with causation_id ', log_text(first_c_id),
+              '; expected a belief.revised with causation_id ', log_value(first_c_id),
               ' before acting on it') AS message,
        array_concat(make_array(d_seq, b_seq), c_seqs) AS seqs
 FROM per_basis

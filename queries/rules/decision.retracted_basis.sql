@@ -32,7 +32,7 @@ retractions AS (
 -- (a) the retraction names the basis fact by fact_id
 by_fact AS (
     SELECT b.d_seq, b.b_seq, r.seq AS r_seq, r.id AS r_id, r.created_ns AS r_ns,
-           r.created_at AS r_at, concat('fact_id ', log_text(r.fact_id)) AS link
+           r.created_at AS r_at, concat('fact_id ', log_value(r.fact_id)) AS link
     FROM basis b
     JOIN retractions r ON r.fact_id = b.b_fact_id
     WHERE b.b_type IN ('memory.fact.added', 'memory.fact.updated')
@@ -40,7 +40,7 @@ by_fact AS (
 -- (b) the retraction is caused by the basis event itself
 by_causation AS (
     SELECT b.d_seq, b.b_seq, r.seq AS r_seq, r.id AS r_id, r.created_ns AS r_ns,
-           r.created_at AS r_at, concat('causation_id ', log_text(r.causation_id)) AS link
+           r.created_at AS r_at, concat('causation_id ', log_value(r.causation_id)) AS link
     FROM basis b
     JOIN retractions r ON r.causation_id = b.ref_id
 ),
@@ -68,10 +68,10 @@ per_basis AS (
     GROUP BY d_seq, b_seq, d_id, d_type, d_task_id, d_created_at, ref_id, b_type, via
 )
 SELECT d_task_id AS task_id,
-       concat(log_text(d_type), ' ', log_text(d_id),
-              CASE WHEN d_task_id IS NULL THEN '' ELSE concat(' of task ', log_text(d_task_id)) END,
+       concat(log_value(d_type), ' ', log_value(d_id),
+              CASE WHEN d_task_id IS NULL THEN '' ELSE concat(' of task ', log_value(d_task_id)) END,
               ' at ', instant_text(d_created_at),
-              ' rests on ', log_text(ref_id), ' (', log_text(b_type), ', via ', via, '), which ', log_text(first_r_id),
+              ' rests on ', log_value(ref_id), ' (', log_value(b_type), ', via ', via, '), which ', log_value(first_r_id),
               ' (memory.fact.invalidated, belief_status retracted, ', first_link, ') retracted at ',
               instant_text(first_r_at),
               '; a decision after the retraction must be re-evaluated without it') AS message,

@@ -18,10 +18,10 @@
 --   then tool.call.requested evt_2 at 12:01:00 with causation_id evt_1 fires
 --   (stale since 12:00:30); at 12:00:30 it is silent.
 SELECT d_task_id AS task_id,
-       concat(log_text(d_type), ' ', log_text(d_id),
-              CASE WHEN d_task_id IS NULL THEN '' ELSE concat(' of task ', log_text(d_task_id)) END,
+       concat(log_value(d_type), ' ', log_value(d_id),
+              CASE WHEN d_task_id IS NULL THEN '' ELSE concat(' of task ', log_value(d_task_id)) END,
               ' at ', instant_text(d_created_at),
-              ' rests on ', log_text(ref_id), ' (', log_text(b_type), ', via ', via, ', created ',
+              ' rests on ', log_value(ref_id), ' (', log_value(b_type), ', via ', via, ', created ',
               instant_text(b_created_at),
               CASE WHEN b_valid_until IS NOT NULL
                    THEN concat(', valid_until ', instant_text(b_valid_until))

@@ -37,15 +37,15 @@ all_unverified AS (
 per_decision AS (
     SELECT b.d_seq, b.d_id, b.d_type, b.d_task_id, b.d_created_at,
            array_agg(b.b_seq ORDER BY b.b_created_ns, b.b_seq) AS basis_seqs,
-           string_agg(concat(log_text(b.ref_id), ' (', log_text(b.b_type), ', via ', b.via, ')'), ', '
+           string_agg(concat(log_value(b.ref_id), ' (', log_value(b.b_type), ', via ', b.via, ')'), ', '
                       ORDER BY b.b_created_ns, b.b_seq) AS basis_list
     FROM trusted_basis b
     JOIN all_unverified u ON u.d_seq = b.d_seq
     GROUP BY b.d_seq, b.d_id, b.d_type, b.d_task_id, b.d_created_at
 )
 SELECT d_task_id AS task_id,
-       concat(log_text(d_type), ' ', log_text(d_id),
-              CASE WHEN d_task_id IS NULL THEN '' ELSE concat(' of task ', log_text(d_task_id)) END,
+       concat(log_value(d_type), ' ', log_value(d_id),
+              CASE WHEN d_task_id IS NULL THEN '' ELSE concat(' of task ', log_value(d_task_id)) END,
               ' at ', instant_text(d_created_at),
               ' rests only on unverified input: every basis event with a source_trust is unverified (',
               basis_list, '); expected at least one verified, attested or signed basis event',

@@ -34,11 +34,11 @@ rejected_before AS (
 )
 SELECT
     x.task_id,
-    concat('delegation.escalated ', log_text(x.id), ' for task ', log_text(x.task_id),
-           CASE WHEN x.delegated_to IS NULL THEN '' ELSE concat(' to ', log_text(x.delegated_to)) END,
+    concat('delegation.escalated ', log_value(x.id), ' for task ', log_value(x.task_id),
+           CASE WHEN x.delegated_to IS NULL THEN '' ELSE concat(' to ', log_value(x.delegated_to)) END,
            ' at ', instant_text(x.created_at), ' comes after its delegation was rejected',
-           CASE WHEN j.j_to IS NULL THEN '' ELSE concat(' by ', log_text(j.j_to)) END,
-           ' (', log_text(j.j_id), ' at ', instant_text(j.j_at), ')',
+           CASE WHEN j.j_to IS NULL THEN '' ELSE concat(' by ', log_value(j.j_to)) END,
+           ' (', log_value(j.j_id), ' at ', instant_text(j.j_at), ')',
            '; expected a new delegation.requested, not an escalation of a rejected one') AS message,
     make_array(x.seq, j.j_seq) AS seqs
 FROM escalations x

@@ -17,8 +17,8 @@
 --   and fires.
 SELECT CAST(NULL AS VARCHAR) AS task_id,
        concat(b.src_file, ':', CAST(b.src_line AS VARCHAR), ': ', b.reason,
-              CASE WHEN b.id IS NULL THEN '' ELSE concat(' (event id ', log_text(b.id),
-                   CASE WHEN b.type IS NULL THEN '' ELSE concat(', type ', log_text(b.type)) END, ')') END,
+              CASE WHEN b.id IS NULL THEN '' ELSE concat(' (event id ', log_value(b.id),
+                   CASE WHEN b.type IS NULL THEN '' ELSE concat(', type ', log_value(b.type)) END, ')') END,
               '; the line was skipped, fix the producer so it emits a valid envelope') AS message,
        make_array(b.seq) AS seqs
 FROM bad_lines b

@@ -12,9 +12,9 @@
 --   Example: {"spec_version":"0.2","aep_version":"0.1",...} fires;
 --   {"spec_version":"0.2",...} and {"aep_version":"0.1",...} are silent.
 SELECT e.task_id,
-       concat(log_text(e.type), ' ', log_text(e.id), ' at ', instant_text(e.created_at),
-              ' carries spec_version "', log_text(e.spec_version), '" and also the legacy aep_version "',
-              log_text(e.aep_version), '"; expected spec_version alone (0.2 rejects aep_version)') AS message,
+       concat(log_value(e.type), ' ', log_value(e.id), ' at ', instant_text(e.created_at),
+              ' carries spec_version "', log_value(e.spec_version), '" and also the legacy aep_version "',
+              log_value(e.aep_version), '"; expected spec_version alone (0.2 rejects aep_version)') AS message,
        make_array(e.seq) AS seqs
 FROM ev e
 WHERE e.spec_version IS NOT NULL AND e.aep_version IS NOT NULL

@@ -18,8 +18,8 @@
 --   fires (medium); {"aep_version":"0.1","type":"command.requested",...}
 --   fires (info: command.* arrived with 0.2); task.progress is silent.
 SELECT e.task_id,
-       concat('event ', log_text(e.id), ' at ', instant_text(e.created_at),
-              ' has type ''', log_text(e.type), ''', ',
+       concat('event ', log_value(e.id), ' at ', instant_text(e.created_at),
+              ' has type ''', log_value(e.type), ''', ',
               CASE WHEN e.dialect = '0.1' AND k.type IS NOT NULL
                    THEN 'which is a Harmovela 0.2 type but not in the 84-type AEP 0.1 registry ('
                    WHEN e.dialect = '0.1'
@@ -27,8 +27,8 @@ SELECT e.task_id,
                    ELSE 'which is not in the 107-type Harmovela 0.2 registry ('
               END,
               CASE WHEN e.spec_version IS NOT NULL
-                   THEN concat('spec_version ', log_text(e.spec_version))
-                   ELSE concat('aep_version ', log_text(e.aep_version)) END, ')',
+                   THEN concat('spec_version ', log_value(e.spec_version))
+                   ELSE concat('aep_version ', log_value(e.aep_version)) END, ')',
               CASE WHEN e.dialect = '0.1'
                    THEN '; expected a registered type (0.1 consumers forward unknown types, so this is informational)'
                    ELSE '; expected a registered type (0.2 consumers MUST reject unknown types)'

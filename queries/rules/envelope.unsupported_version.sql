@@ -14,13 +14,13 @@
 --   Example: {"spec_version":"9.9","type":"task.progress",...} fires;
 --   "0.2" is silent.
 SELECT e.task_id,
-       concat(log_text(e.type), ' ', log_text(e.id), ' at ', instant_text(e.created_at),
+       concat(log_value(e.type), ' ', log_value(e.id), ' at ', instant_text(e.created_at),
               ' declares ',
               concat_ws(' and ',
                   CASE WHEN e.spec_version IS NOT NULL AND e.spec_version <> '0.2'
-                       THEN concat('spec_version "', log_text(e.spec_version), '"') END,
+                       THEN concat('spec_version "', log_value(e.spec_version), '"') END,
                   CASE WHEN e.aep_version IS NOT NULL AND e.aep_version <> '0.1'
-                       THEN concat('aep_version "', log_text(e.aep_version), '"') END),
+                       THEN concat('aep_version "', log_value(e.aep_version), '"') END),
               ', a version this tool does not know; expected spec_version "0.2" (Harmovela) or aep_version "0.1" (AEP)',
               '; audited as ', e.dialect) AS message,
        make_array(e.seq) AS seqs

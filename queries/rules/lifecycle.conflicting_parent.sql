@@ -62,7 +62,7 @@ first_naming AS (
 ),
 per_task AS (
     SELECT task_id, count(*) AS n_parents,
-           string_agg(concat(log_text(parent), ' (', log_text(id), ' at ',
+           string_agg(concat(log_value(parent), ' (', log_value(id), ' at ',
                              instant_text(created_at), ')'),
                       ', ' ORDER BY created_ns, seq, parent) AS parents,
            array_agg(seq ORDER BY created_ns, seq, parent) AS naming_seqs
@@ -72,7 +72,7 @@ per_task AS (
 )
 SELECT
     task_id,
-    concat('task ', log_text(task_id), ' names ', n_parents, ' different parents: ', parents,
+    concat('task ', log_value(task_id), ' names ', n_parents, ' different parents: ', parents,
            '; expected one parent_task_id per task') AS message,
     -- the event that introduced the second parent first, then the first one
     array_concat(make_array(naming_seqs[2], naming_seqs[1]),

@@ -30,7 +30,7 @@ WITH legal_next AS (
 ),
 illegal_states AS (
     SELECT x.task_id, x.seq, x.from_seq,
-           concat('task ', log_text(x.task_id), ': ', log_text(x.type), ' ', log_text(x.id), ' at ', instant_text(x.created_at),
+           concat('task ', log_value(x.task_id), ': ', log_value(x.type), ' ', log_value(x.id), ' at ', instant_text(x.created_at),
                   CASE WHEN x.from_type = '(none)'
                        THEN ' is its first lifecycle event; expected task.submitted first (or a delegation.accepted / delegation.handoff.completed for it)'
                        WHEN x.from_type IN ('task.completed', 'task.failed', 'task.cancelled', 'task.timed_out')
@@ -45,9 +45,9 @@ illegal_states AS (
 ),
 cancel_requests_after_end AS (
     SELECT c.task_id, c.seq, t.term_seq AS from_seq,
-           concat('task ', log_text(c.task_id), ': task.cancel.requested ', log_text(c.id), ' at ',
+           concat('task ', log_value(c.task_id), ': task.cancel.requested ', log_value(c.id), ' at ',
                   instant_text(c.created_at), ' comes after the task ended with ',
-                  log_text(t.term_type), ' ', log_text(t.term_id), ' at ', instant_text(t.term_at),
+                  log_value(t.term_type), ' ', log_value(t.term_id), ' at ', instant_text(t.term_at),
                   '; expected no cancel request for a finished task') AS message
     FROM ev c
     JOIN tasks t ON t.task_key = c.task_key

@@ -15,7 +15,7 @@
 --   the task.started; with task.accepted in between: silent.
 SELECT
     x.task_id,
-    concat('task ', log_text(x.task_id), ': ', log_text(x.type), ' ', log_text(x.id), ' at ', instant_text(x.created_at),
+    concat('task ', log_value(x.task_id), ': ', log_value(x.type), ' ', log_value(x.id), ' at ', instant_text(x.created_at),
            ' follows ', x.from_label, ' at ', instant_text(x.from_at),
            ' without task.accepted (implicit accept); the lifecycle table expects task.accepted in between') AS message,
     make_array(x.seq, x.from_seq) AS seqs

@@ -14,12 +14,12 @@
 --   fires (payload.task_id missing); payload {"task_id": "task_7"} is silent.
 SELECT
     e.task_id,
-    concat(log_text(e.type), ' ', log_text(e.id), ' at ', instant_text(e.created_at), ': ',
+    concat(log_value(e.type), ' ', log_value(e.id), ' at ', instant_text(e.created_at), ': ',
            CASE WHEN e.p_task_id IS NULL
-                THEN concat('payload.task_id is missing (envelope task_id ', log_text(coalesce(e.task_id, 'missing too')), ')')
+                THEN concat('payload.task_id is missing (envelope task_id ', log_value(coalesce(e.task_id, 'missing too')), ')')
                 WHEN e.task_id IS NULL
-                THEN concat('the envelope has no task_id (payload.task_id ', log_text(e.p_task_id), ')')
-                ELSE concat('payload.task_id ', log_text(e.p_task_id), ' differs from the envelope task_id ', log_text(e.task_id)) END,
+                THEN concat('the envelope has no task_id (payload.task_id ', log_value(e.p_task_id), ')')
+                ELSE concat('payload.task_id ', log_value(e.p_task_id), ' differs from the envelope task_id ', log_value(e.task_id)) END,
            '; expected the same task_id in the envelope and in the payload') AS message,
     make_array(e.seq) AS seqs
 FROM ev e

@@ -29,12 +29,12 @@ WITH cancelled_parent_active_child AS (
 )
 SELECT
     k.child_id AS task_id,
-    concat('child task ', log_text(k.child_id), ' (active since ', instant_text(k.c_active_at),
-           ') was not cancelled with its parent ', log_text(k.parent_id), ', cancelled at ',
+    concat('child task ', log_value(k.child_id), ' (active since ', instant_text(k.c_active_at),
+           ') was not cancelled with its parent ', log_value(k.parent_id), ', cancelled at ',
            instant_text(k.p_term_at), ': ',
            CASE WHEN k.c_term_seq IS NULL
                 THEN concat('it never reached a terminal state (log ends at ', instant_text(l.end_at), ')')
-                ELSE concat('it ended with ', log_text(k.c_term_type), ' at ', instant_text(k.c_term_at))
+                ELSE concat('it ended with ', log_value(k.c_term_type), ' at ', instant_text(k.c_term_at))
            END,
            '; expected task.cancelled for the child after the parent''s cancellation') AS message,
     CASE WHEN k.c_term_seq IS NULL THEN make_array(k.p_term_seq, k.c_active_seq)

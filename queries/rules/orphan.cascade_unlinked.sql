@@ -30,12 +30,12 @@ linked_to_request AS (
 )
 SELECT
     k.child_id AS task_id,
-    concat('child task ', log_text(k.child_id), ' was cancelled at ', instant_text(k.c_term_at),
-           ' (', log_text(k.c_term_id), ') after its parent ', log_text(k.parent_id), ' was cancelled at ',
-           instant_text(k.p_term_at), ' (', log_text(k.p_term_id), '), but its causation_id is ',
+    concat('child task ', log_value(k.child_id), ' was cancelled at ', instant_text(k.c_term_at),
+           ' (', log_value(k.c_term_id), ') after its parent ', log_value(k.parent_id), ' was cancelled at ',
+           instant_text(k.p_term_at), ' (', log_value(k.p_term_id), '), but its causation_id is ',
            CASE WHEN k.c_term_causation_id IS NULL THEN 'missing'
                 ELSE k.c_term_causation_id END,
-           '; expected ', log_text(k.p_term_id), ' or the id of the parent''s task.cancel.requested') AS message,
+           '; expected ', log_value(k.p_term_id), ' or the id of the parent''s task.cancel.requested') AS message,
     make_array(k.c_term_seq, k.p_term_seq) AS seqs
 FROM cascaded k
 LEFT JOIN linked_to_request r ON r.child_id = k.child_id AND r.parent_id = k.parent_id

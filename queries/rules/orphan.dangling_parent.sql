@@ -29,10 +29,10 @@ named_parents AS (
 SELECT
     n.task_id,
     concat(CASE WHEN n.task_id IS NULL THEN 'an event without task_id'
-                ELSE concat('task ', log_text(n.task_id)) END,
-           ' names parent task ', log_text(n.parent_task_id), ' (', log_text(n.link_type), ' ', log_text(n.link_id), ' at ',
+                ELSE concat('task ', log_value(n.task_id)) END,
+           ' names parent task ', log_value(n.parent_task_id), ' (', log_value(n.link_type), ' ', log_value(n.link_id), ' at ',
            instant_text(n.link_at),
-           ') but no event in the input has task_id ', log_text(n.parent_task_id),
+           ') but no event in the input has task_id ', log_value(n.parent_task_id),
            '; expected the parent''s events in the audited logs') AS message,
     make_array(n.link_seq) AS seqs
 FROM named_parents n

@@ -43,14 +43,14 @@ later_events AS (
 )
 SELECT
     o.child_id AS task_id,
-    concat('child task ', log_text(o.child_id), ' (', log_text(o.c_dialect), ', active since ',
-           instant_text(o.c_active_at), ') outlived its parent ', log_text(o.parent_id),
-           ', which reached ', log_text(o.p_term_type), ' at ', instant_text(o.p_term_at), ': ',
+    concat('child task ', log_value(o.child_id), ' (', log_value(o.c_dialect), ', active since ',
+           instant_text(o.c_active_at), ') outlived its parent ', log_value(o.parent_id),
+           ', which reached ', log_value(o.p_term_type), ' at ', instant_text(o.p_term_at), ': ',
            CASE WHEN x.later_seq IS NOT NULL
                 THEN concat('it emitted ', x.n_later, ' more non-terminal event(s) afterwards, the first ',
-                            log_text(x.later_type), ' at ', instant_text(x.later_at),
+                            log_value(x.later_type), ' at ', instant_text(x.later_at),
                             CASE WHEN o.c_term_seq IS NULL THEN ', and never reached a terminal state'
-                                 ELSE concat(', and ended with ', log_text(o.c_term_type), ' at ',
+                                 ELSE concat(', and ended with ', log_value(o.c_term_type), ' at ',
                                              instant_text(o.c_term_at)) END)
                 ELSE concat('it never reached a terminal state (log ends at ',
                             instant_text(l.end_at), ')')

@@ -32,9 +32,9 @@ cancel_before_child_end AS (
 )
 SELECT
     k.child_id AS task_id,
-    concat('child task ', log_text(k.child_id), ' (0.1) reached ', log_text(k.c_term_type), ' at ',
-           instant_text(k.c_term_at), ' before its parent ', log_text(k.parent_id),
-           ' reached ', log_text(k.p_term_type), ' at ', instant_text(k.p_term_at),
+    concat('child task ', log_value(k.child_id), ' (0.1) reached ', log_value(k.c_term_type), ' at ',
+           instant_text(k.c_term_at), ' before its parent ', log_value(k.parent_id),
+           ' reached ', log_value(k.p_term_type), ' at ', instant_text(k.p_term_at),
            '; AEP 0.1 expects the parent to end first unless it was cancelled first',
            ' (use --spec 0.2 if the runtime follows current Harmovela 0.2)') AS message,
     make_array(k.c_term_seq, k.p_term_seq) AS seqs

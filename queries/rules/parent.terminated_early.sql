@@ -36,9 +36,9 @@ per_parent AS (
     SELECT parent_id, p_term_seq, p_term_type, p_term_at,
            count(*) AS n_active,
            sum(CASE WHEN breaks THEN 1 ELSE 0 END) AS n_breaking,
-           string_agg(concat(log_text(child_id), ' (active since ', instant_text(c_active_at),
+           string_agg(concat(log_value(child_id), ' (active since ', instant_text(c_active_at),
                              CASE WHEN c_term_seq IS NULL THEN ', never ended'
-                                  ELSE concat(', then ', log_text(c_term_type), ' at ',
+                                  ELSE concat(', then ', log_value(c_term_type), ' at ',
                                               instant_text(c_term_at)) END, ')'),
                       ', ' ORDER BY c_active_ns, c_active_seq, child_id) AS children,
            array_agg(c_active_seq ORDER BY c_active_ns, c_active_seq, child_id) AS child_seqs
@@ -47,7 +47,7 @@ per_parent AS (
 )
 SELECT
     parent_id AS task_id,
-    concat('parent task ', log_text(parent_id), ' (0.2) reached ', log_text(p_term_type), ' at ',
+    concat('parent task ', log_value(parent_id), ' (0.2) reached ', log_value(p_term_type), ' at ',
            instant_text(p_term_at), ' while ', n_active,
            CASE WHEN n_active = 1 THEN ' child was' ELSE ' children were' END, ' still active: ', children,
            CASE WHEN p_term_type = 'task.cancelled'

@@ -15,8 +15,8 @@
 --   Example: context.invalidated with payload {} fires (context_key is
 --   required); with {"context_key":"k"} it is silent.
 SELECT e.task_id,
-       concat(log_text(e.type), ' ', log_text(e.id), ' at ', instant_text(e.created_at),
-              ' has a payload that breaks the ', log_text(e.type), ' payload schema: ', e.payload_error) AS message,
+       concat(log_value(e.type), ' ', log_value(e.id), ' at ', instant_text(e.created_at),
+              ' has a payload that breaks the ', log_value(e.type), ' payload schema: ', e.payload_error) AS message,
        make_array(e.seq) AS seqs
 FROM ev e
 WHERE e.payload_error IS NOT NULL

@@ -44,14 +44,14 @@ effective AS (
     JOIN tail t ON t.event_seq = c.seq
 )
 SELECT f.task_id,
-       concat(log_text(f.type), ' ', log_text(f.id), ' at ', instant_text(f.created_at),
-              ' has causation_id ', log_text(f.causation_id), ' but its evidence_chain ',
+       concat(log_value(f.type), ' ', log_value(f.id), ' at ', instant_text(f.created_at),
+              ' has causation_id ', log_value(f.causation_id), ' but its evidence_chain ',
               CASE WHEN f.end_ref IS NULL
                    THEN 'names only the event itself'
-                   ELSE concat('ends with ', log_text(f.end_ref),
+                   ELSE concat('ends with ', log_value(f.end_ref),
                                CASE WHEN f.self_skipped THEN ' (before the entry naming the event itself)' ELSE '' END)
               END,
-              '; expected the chain to end with the causation_id ', log_text(f.causation_id)) AS message,
+              '; expected the chain to end with the causation_id ', log_value(f.causation_id)) AS message,
        -- the event, then the causation and the chain's end when they are in the input
        array_concat(make_array(f.seq),
                     CASE WHEN ce.seq IS NULL THEN make_array() ELSE make_array(ce.seq) END,

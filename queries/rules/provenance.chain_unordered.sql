@@ -63,10 +63,10 @@ first_inversion AS (
     GROUP BY event_seq
 )
 SELECT e.task_id,
-       concat(log_text(e.type), ' ', log_text(e.id), ' at ', instant_text(e.created_at),
-              ' has an evidence_chain out of time order: entry ', CAST(i.pos + 1 AS VARCHAR), ' ', log_text(i.ref_id),
+       concat(log_value(e.type), ' ', log_value(e.id), ' at ', instant_text(e.created_at),
+              ' has an evidence_chain out of time order: entry ', CAST(i.pos + 1 AS VARCHAR), ' ', log_value(i.ref_id),
               ' (created ', instant_text(i.r_at), ') follows entry ',
-              CAST(i.prev_pos + 1 AS VARCHAR), ' ', log_text(i.prev_ref),
+              CAST(i.prev_pos + 1 AS VARCHAR), ' ', log_value(i.prev_ref),
               ' (created ', instant_text(i.prev_at),
               '); expected origin first, oldest to newest') AS message,
        make_array(e.seq, i.prev_seq, i.r_seq) AS seqs

@@ -15,7 +15,7 @@
 --   either (the rule names exactly the four fields).
 --   Example: payload {} fires; payload {"types":["task.*"]} is silent.
 SELECT e.task_id,
-       concat('subscription.requested ', log_text(e.id), ' from ', log_text(e.source), ' at ', instant_text(e.created_at),
+       concat('subscription.requested ', log_value(e.id), ' from ', log_value(e.source), ' at ', instant_text(e.created_at),
               ' has no filter (payload ',
               CASE WHEN character_length(e.payload) > 200
                    THEN concat(left(e.payload, 200), '...') ELSE e.payload END,

@@ -39,9 +39,9 @@ rejected_before AS (
 )
 SELECT
     u.pair_task_id AS task_id,
-    concat('handoff token ', u.token_label, ' used on ', log_text(u.type), ' ', log_text(u.id), ' at ',
-           instant_text(u.created_at), ' for the delegation of task ', log_text(u.pair_task_id),
-           ' to ', log_text(u.pair_to), ', which ', log_text(u.pair_to), ' had rejected (', log_text(u.j_id), ' at ', instant_text(u.j_at),
+    concat('handoff token ', u.token_label, ' used on ', log_value(u.type), ' ', log_value(u.id), ' at ',
+           instant_text(u.created_at), ' for the delegation of task ', log_value(u.pair_task_id),
+           ' to ', log_value(u.pair_to), ', which ', log_value(u.pair_to), ' had rejected (', log_value(u.j_id), ' at ', instant_text(u.j_at),
            '); expected no token for a rejected delegation') AS message,
     make_array(u.seq, u.j_seq) AS seqs
 FROM rejected_before u

@@ -34,20 +34,20 @@ WITH decoded AS (
 ),
 failed AS (
     SELECT seq, 'iss' AS check_name,
-           concat('iss claim ', log_text(coalesce(token_iss, '(missing)')), ' is not delegated_by ', log_text(delegated_by)) AS detail
+           concat('iss claim ', log_value(coalesce(token_iss, '(missing)')), ' is not delegated_by ', log_value(delegated_by)) AS detail
     FROM decoded WHERE delegated_by IS NOT NULL AND token_iss IS DISTINCT FROM delegated_by
     UNION ALL
     SELECT seq, 'sub',
-           concat('sub claim ', log_text(coalesce(token_sub, '(missing)')), ' is not delegated_to ', log_text(delegated_to))
+           concat('sub claim ', log_value(coalesce(token_sub, '(missing)')), ' is not delegated_to ', log_value(delegated_to))
     FROM decoded WHERE delegated_to IS NOT NULL AND token_sub IS DISTINCT FROM delegated_to
     UNION ALL
     SELECT seq, 'task_id',
-           concat('task_id claim ', log_text(coalesce(token_task_id, '(missing)')), ' is not the event''s task_id ', log_text(task_id))
+           concat('task_id claim ', log_value(coalesce(token_task_id, '(missing)')), ' is not the event''s task_id ', log_value(task_id))
     FROM decoded WHERE task_id IS NOT NULL AND token_task_id IS DISTINCT FROM task_id
     UNION ALL
     SELECT seq, 'parent_task_id',
-           concat('parent_task_id claim ', log_text(coalesce(token_parent_task_id, '(missing)')),
-                  ' is not the event''s parent_task_id ', log_text(parent_task_id))
+           concat('parent_task_id claim ', log_value(coalesce(token_parent_task_id, '(missing)')),
+                  ' is not the event''s parent_task_id ', log_value(parent_task_id))
     FROM decoded WHERE parent_task_id IS NOT NULL AND token_parent_task_id IS DISTINCT FROM parent_task_id
     UNION ALL
     SELECT seq, 'expiry', 'no exp claim (tokens without expiry must be rejected)'
@@ -66,7 +66,7 @@ failed AS (
 )
 SELECT
     d.task_id,
-    concat('handoff token ', d.token_label, ' on ', log_text(d.type), ' ', log_text(d.id), ' at ',
+    concat('handoff token ', d.token_label, ' on ', log_value(d.type), ' ', log_value(d.id), ' at ',
            instant_text(d.created_at), ' fails the ', f.check_name, ' check: ',
            f.detail, '; expected claims matching the delegation and a valid time window') AS message,
     make_array(d.seq) AS seqs

@@ -23,13 +23,13 @@ WITH differing AS (
            r.ref_seq, r.ref_id, r.ref_type,
            concat_ws('; ',
                CASE WHEN u.delegated_by <> r.ref_delegated_by
-                    THEN concat('delegated_by ', log_text(u.delegated_by), ' instead of ', log_text(r.ref_delegated_by)) END,
+                    THEN concat('delegated_by ', log_value(u.delegated_by), ' instead of ', log_value(r.ref_delegated_by)) END,
                CASE WHEN u.delegated_to <> r.ref_delegated_to
-                    THEN concat('delegated_to ', log_text(u.delegated_to), ' instead of ', log_text(r.ref_delegated_to)) END,
+                    THEN concat('delegated_to ', log_value(u.delegated_to), ' instead of ', log_value(r.ref_delegated_to)) END,
                CASE WHEN u.task_id <> r.ref_task_id
-                    THEN concat('task_id ', log_text(u.task_id), ' instead of ', log_text(r.ref_task_id)) END,
+                    THEN concat('task_id ', log_value(u.task_id), ' instead of ', log_value(r.ref_task_id)) END,
                CASE WHEN u.parent_task_id <> r.ref_parent_task_id
-                    THEN concat('parent_task_id ', log_text(u.parent_task_id), ' instead of ', log_text(r.ref_parent_task_id)) END
+                    THEN concat('parent_task_id ', log_value(u.parent_task_id), ' instead of ', log_value(r.ref_parent_task_id)) END
            ) AS diffs
     FROM token_uses u
     JOIN token_refs r ON r.token = u.token
@@ -41,9 +41,9 @@ WITH differing AS (
 )
 SELECT
     d.task_id,
-    concat('handoff token ', d.token_label, ' on ', log_text(d.type), ' ', log_text(d.id), ' at ',
+    concat('handoff token ', d.token_label, ' on ', log_value(d.type), ' ', log_value(d.id), ' at ',
            instant_text(d.created_at), ' is bound to another delegation than on ',
-           log_text(d.ref_type), ' ', log_text(d.ref_id), ': ', d.diffs,
+           log_value(d.ref_type), ' ', log_value(d.ref_id), ': ', d.diffs,
            '; expected one token per (delegated_by, delegated_to, task_id, parent_task_id)') AS message,
     make_array(d.seq, d.ref_seq) AS seqs
 FROM differing d

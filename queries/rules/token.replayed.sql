@@ -44,11 +44,11 @@ ranked AS (
 SELECT
     r.task_id,
     concat('handoff token ', r.token_label,
-           CASE WHEN r.token_jti IS NOT NULL THEN concat(' (jti ', log_text(r.token_jti), ')') ELSE '' END,
-           ' issued again by ', log_text(r.id), ' at ', instant_text(r.created_at),
-           ' for task ', log_text(coalesce(r.task_id, '(none)')), ' to ', log_text(coalesce(r.delegated_to, '(none)')),
-           ': already issued by ', log_text(r.first_id), ' at ', instant_text(r.first_at),
-           ' for task ', log_text(coalesce(r.first_task_id, '(none)')),
+           CASE WHEN r.token_jti IS NOT NULL THEN concat(' (jti ', log_value(r.token_jti), ')') ELSE '' END,
+           ' issued again by ', log_value(r.id), ' at ', instant_text(r.created_at),
+           ' for task ', log_value(coalesce(r.task_id, '(none)')), ' to ', log_value(coalesce(r.delegated_to, '(none)')),
+           ': already issued by ', log_value(r.first_id), ' at ', instant_text(r.first_at),
+           ' for task ', log_value(coalesce(r.first_task_id, '(none)')),
            CASE WHEN r.token <> r.first_token
                 THEN concat(' as token ', r.first_token_label) ELSE '' END,
            '; expected a fresh token (and jti) for every handoff') AS message,

@@ -35,11 +35,11 @@ first_escalation AS (
 )
 SELECT
     u.task_id,
-    concat('handoff token ', i.token_label, ' presented on ', log_text(u.type), ' ', log_text(u.id), ' at ',
-           instant_text(u.created_at), ' was superseded: issued by ', log_text(i.i_id),
-           ' at ', instant_text(i.i_at), ' for task ', log_text(i.task_id),
-           ', which was escalated', CASE WHEN x.e_to IS NULL THEN '' ELSE concat(' to ', log_text(x.e_to)) END,
-           ' by ', log_text(x.e_id), ' at ', instant_text(x.e_at),
+    concat('handoff token ', i.token_label, ' presented on ', log_value(u.type), ' ', log_value(u.id), ' at ',
+           instant_text(u.created_at), ' was superseded: issued by ', log_value(i.i_id),
+           ' at ', instant_text(i.i_at), ' for task ', log_value(i.task_id),
+           ', which was escalated', CASE WHEN x.e_to IS NULL THEN '' ELSE concat(' to ', log_value(x.e_to)) END,
+           ' by ', log_value(x.e_id), ' at ', instant_text(x.e_at),
            '; expected the token issued after the escalation') AS message,
     make_array(u.seq, x.e_seq, i.i_seq) AS seqs
 FROM first_escalation x

@@ -19,7 +19,7 @@ SELECT
     r.ref_task_id AS task_id,
     concat('handoff token ', r.token_label,
            CASE WHEN r.ref_is_issue THEN ' issued by ' ELSE ' first seen on ' END,
-           log_text(r.ref_type), ' ', log_text(r.ref_id), ' at ', instant_text(r.ref_at),
+           log_value(r.ref_type), ' ', log_value(r.ref_id), ' at ', instant_text(r.ref_at),
            ' does not decode as structured claims: ', r.token_error,
            '; expected base64url JSON claims, alone or as the middle of three ''.''-joined segments',
            ' (or audit with --token-format opaque)') AS message,

@@ -67,9 +67,9 @@ SELECT
     w.seq, c.id, c.task_id, w.task_key, w.type, w.created_ns, c.created_at,
     CASE WHEN w.after_delegation THEN 'task.accepted' ELSE coalesce(w.prev_type, '(none)') END AS from_type,
     CASE WHEN w.after_delegation THEN w.deleg_seq ELSE w.prev_seq END AS from_seq,
-    CASE WHEN w.after_delegation THEN concat(log_text(w.deleg_type), ' (counts as submitted + accepted)')
+    CASE WHEN w.after_delegation THEN concat(log_value(w.deleg_type), ' (counts as submitted + accepted)')
          WHEN w.prev_type IS NULL THEN NULL
-         ELSE concat(log_text(w.prev_type), ' ', log_text(p.id)) END AS from_label,
+         ELSE concat(log_value(w.prev_type), ' ', log_value(p.id)) END AS from_label,
     CASE WHEN w.after_delegation THEN w.deleg_at ELSE p.created_at END AS from_at,
     w.legal,
     w.skipped_accept

@@ -114,8 +114,9 @@ impl Object for LazyFindings {
 
 /// A finding's JSON model as template values: what the log said (ids,
 /// tasks, types) with every backslash escaped too and long values cut, as
-/// the text report shows it, and beside each id that may be taken for another why; the message
-/// is escaped already, and paths (`file`) are as shown.
+/// the text report shows it, and beside each id that may be taken for
+/// another why; the message is escaped already, and paths (`file`) are as
+/// shown.
 fn finding_json(v: &serde_json::Value, key: Option<&str>) -> Value {
     use serde_json::Value as J;
     match v {

@@ -48,7 +48,7 @@ const HELPERS: &[Helper] = &[
             )
         },
     },
-    // Text from the log as a message shows it. An id, type or agent name
+    // A value of the log as a message shows it. An id, type or agent name
     // has no length limit, and a message repeats it for every finding that
     // cites it: a 1 MiB id replayed 400 times would make 400 MiB of
     // messages. Past 80 characters only the first 40 are shown, with the
@@ -58,8 +58,8 @@ const HELPERS: &[Helper] = &[
     // cuts ids the same way in the reports people read. (`digest` is in
     // DataFusion's default functions.)
     Helper {
-        name: "log_text",
-        params: &["text"],
+        name: "log_value",
+        params: &["value"],
         expand: |a| {
             let t = &a[0];
             format!(
@@ -308,7 +308,7 @@ mod tests {
              * 10000000000000000000 + (seq)))"
         );
         assert_eq!(
-            expand("log_text(r.id)").unwrap(),
+            expand("log_value(r.id)").unwrap(),
             "CASE WHEN character_length(r.id) > 80 THEN concat(left(r.id, 40), '…[', \
              character_length(r.id), ' characters, blake3 ', \
              left(encode(digest(r.id, 'blake3'), 'hex'), 16), ']') ELSE r.id END"
