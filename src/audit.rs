@@ -5,6 +5,7 @@ use crate::engine::{self, EngineOptions, RuleSettings};
 use crate::finding_store::Findings;
 use crate::ingest::Ingested;
 use crate::ingest::inputs::InputError;
+use crate::ingest::schema::{EVENTS, EVIDENCE};
 use crate::protocol::SpecMode;
 use crate::report::model::{InputSummary, Report, Span, TimeBucket};
 use crate::rules::{
@@ -254,16 +255,19 @@ fn loaded_session(
     indexed: bool,
 ) -> Result<SessionContext, AuditError> {
     let ctx = engine::session(&cfg.rule_engine_options())?;
+    // Long text as views: a join then copies 16 bytes of it, not the text.
+    let events = engine::long_text_as_views(&EVENTS, events)?;
+    let evidence = engine::long_text_as_views(&EVIDENCE, &ingested.evidence)?;
     let tables = Ingested {
-        events: events.to_vec(),
-        evidence: ingested.evidence.clone(),
+        events,
+        evidence,
         bad_lines: ingested.bad_lines.clone(),
         ..Default::default()
     };
     engine::register_tables(&ctx, &tables)?;
     if indexed {
         let started = std::time::Instant::now();
-        let table = rules::ev_table::EvTable::new(&ctx, events)?;
+        let table = rules::ev_table::EvTable::new(&ctx, &tables.events)?;
         crate::progress::timing("view", "ev (indexed)", started);
         ctx.register_table("ev", Arc::new(table))?;
     }

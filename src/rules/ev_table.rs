@@ -300,11 +300,19 @@ fn task_keys(batches: &[RecordBatch]) -> Vec<[ArrayRef; 2]> {
     let mut keyed = Vec::with_capacity(batches.len());
     for batch in batches {
         let pair = ["task_id", "parent_task_id"].map(|name| {
-            let ids = batch.column(events_col(name)).as_string::<i32>();
-            let keys: UInt32Array = ids
-                .iter()
-                .map(|id| id.map(|id| numbering.code(id)))
-                .collect();
+            let ids = batch.column(events_col(name));
+            // Plain text, or views where the log holds long text.
+            let keys: UInt32Array = match ids.as_string_view_opt() {
+                Some(ids) => ids
+                    .iter()
+                    .map(|id| id.map(|id| numbering.code(id)))
+                    .collect(),
+                None => ids
+                    .as_string::<i32>()
+                    .iter()
+                    .map(|id| id.map(|id| numbering.code(id)))
+                    .collect(),
+            };
             Arc::new(keys) as ArrayRef
         });
         keyed.push(pair);

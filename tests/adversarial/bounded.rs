@@ -347,6 +347,135 @@ fn a_long_id_cited_by_many_findings_is_cut_where_people_read_it() {
     );
 }
 
+/// A 4 MiB id that 100 replays' findings cite, audited loaded: the rules'
+/// joins copied it into every row that named it (0.95 GB peak in a debug
+/// build, outside the memory pool, 1.8 GB at 200 replays). The columns
+/// that hold such text are now string views, so it is held once.
+#[test]
+fn a_long_id_is_not_copied_into_every_row_that_cites_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = "x".repeat(4 << 20);
+    let log = write(
+        dir.path(),
+        "fan.ndjson",
+        (replays_of(&long, "ht_1", 100).join("\n") + "\n").as_bytes(),
+    );
+    let (code, peak) = peak_rss(&[
+        os("audit"),
+        os("-q"),
+        os("--memory-limit"),
+        os("1G"),
+        log.as_os_str(),
+    ]);
+    assert_eq!(code, 1, "the replays are findings");
+    assert!(peak < 400 << 20, "peak {} MiB", peak >> 20);
+}
+
+/// One line whose every text field is long turns every text column of the
+/// loaded table into string views; what the audit says of every other line
+/// stays as it was.
+#[test]
+fn long_text_in_one_line_changes_nothing_said_of_the_others() {
+    let base: Vec<String> = String::from_utf8(crate::common::synth_log(11, 1_500_000, 0.02))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let first: Value = serde_json::from_str(&base[0]).unwrap();
+    let long = |field: &str| format!("{field}-{}", "y".repeat(300));
+    let mut line = json!({
+        "spec_version": "0.2", "type": "task.progress", "source": "agent:long",
+        "created_at": first["created_at"], "payload": {}
+    });
+    for field in [
+        "id",
+        "target",
+        "topic",
+        "session_id",
+        "conversation_id",
+        "task_id",
+        "parent_task_id",
+        "correlation_id",
+        "causation_id",
+        "belief_status",
+        "belief_scope",
+        "stale_after",
+        "refresh_hint",
+        "delegated_by",
+        "delegated_to",
+        "handoff_token",
+        "checkpoint_id",
+        "interruption_policy",
+        "compensation_id",
+        "source_trust",
+        "data_provenance",
+        "tenant_id",
+    ] {
+        line[field] = json!(long(field));
+    }
+    for field in [
+        "task_id",
+        "parent_task_id",
+        "error_code",
+        "fact_id",
+        "original_event_id",
+        "checkpoint_id",
+    ] {
+        line["payload"][field] = json!(long(field));
+    }
+    // (Last, so that no other line moves.)
+    let mut attacked = base.clone();
+    attacked.push(line.to_string());
+    let said = |report: &hvaudit::Report| {
+        let mut said: Vec<_> = report
+            .findings
+            .iter()
+            .filter(|f| {
+                !f.event_ids.contains(&long("id"))
+                    && f.task_id.as_deref() != Some(long("task_id").as_str())
+            })
+            .map(|f| {
+                (
+                    f.rule.clone(),
+                    f.fingerprint.clone(),
+                    f.message.clone(),
+                    f.event_ids.clone(),
+                )
+            })
+            .collect();
+        said.sort();
+        said
+    };
+    // One path for both, which the messages of bad lines name.
+    let dir = tempfile::tempdir().unwrap();
+    let audit = |lines: &[String]| {
+        let path = write(
+            dir.path(),
+            "log.ndjson",
+            (lines.join("\n") + "\n").as_bytes(),
+        );
+        said(
+            &Audit::new(crate::common::audit_config(vec![path]))
+                .run()
+                .unwrap(),
+        )
+    };
+    let (before, after) = (audit(&base), audit(&attacked));
+    let rules: std::collections::HashSet<_> = before.iter().map(|f| &f.0).collect();
+    assert!(
+        rules.len() > 20,
+        "{} findings of {} rules",
+        before.len(),
+        rules.len()
+    );
+    let gone: Vec<_> = before.iter().filter(|f| !after.contains(f)).collect();
+    let new: Vec<_> = after.iter().filter(|f| !before.contains(f)).collect();
+    assert!(
+        gone.is_empty() && new.is_empty(),
+        "gone: {gone:#?}\nnew: {new:#?}"
+    );
+}
+
 /// Two long ids that begin alike and have one length read apart wherever
 /// they are cut; an id of 80 characters is shown whole.
 #[test]
