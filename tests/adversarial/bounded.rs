@@ -382,7 +382,7 @@ fn long_text_in_one_line_changes_nothing_said_of_the_others() {
         .map(str::to_string)
         .collect();
     let first: Value = serde_json::from_str(&base[0]).unwrap();
-    let long = |field: &str| format!("{field}-{}", "y".repeat(300));
+    let long = |field: &str| format!("{field}-{}", "y".repeat(1100));
     let mut line = json!({
         "spec_version": "0.2", "type": "task.progress", "source": "agent:long",
         "created_at": first["created_at"], "payload": {}
