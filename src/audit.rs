@@ -5,7 +5,6 @@ use crate::engine::{self, EngineOptions, RuleSettings};
 use crate::finding_store::Findings;
 use crate::ingest::Ingested;
 use crate::ingest::inputs::InputError;
-use crate::ingest::schema::{EVENTS, EVIDENCE};
 use crate::protocol::SpecMode;
 use crate::report::model::{InputSummary, Report, Span, TimeBucket};
 use crate::rules::{
@@ -256,8 +255,8 @@ fn loaded_session(
 ) -> Result<SessionContext, AuditError> {
     let ctx = engine::session(&cfg.rule_engine_options())?;
     // Long text as views: a join then copies 16 bytes of it, not the text.
-    let events = engine::long_text_as_views(&EVENTS, events)?;
-    let evidence = engine::long_text_as_views(&EVIDENCE, &ingested.evidence)?;
+    let events = engine::long_text_as_views(events)?;
+    let evidence = engine::long_text_as_views(&ingested.evidence)?;
     let tables = Ingested {
         events,
         evidence,

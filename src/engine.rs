@@ -233,7 +233,7 @@ fn register(
 /// rows as a 16-byte view into the column's bytes, not as itself.
 const LONG_TEXT_BYTES: usize = 1024;
 
-/// `batches` (of `schema`) with every text column that holds a value past
+/// `batches` with every text column that holds a value past
 /// [`LONG_TEXT_BYTES`] cast to string views; the other columns, and so
 /// every column of a log without such values, as they are.
 ///
@@ -241,11 +241,11 @@ const LONG_TEXT_BYTES: usize = 1024;
 /// findings cite was 3.2 GiB of copies, outside the memory pool. As views
 /// it is held once. Views cost 16 bytes a row, so only the columns that
 /// need them pay. (`HVAUDIT_TIMING` names them.)
-pub(crate) fn long_text_as_views(
-    schema: &SchemaRef,
-    batches: &[RecordBatch],
-) -> Result<Vec<RecordBatch>> {
+pub(crate) fn long_text_as_views(batches: &[RecordBatch]) -> Result<Vec<RecordBatch>> {
     let started = std::time::Instant::now();
+    let Some(schema) = batches.first().map(|b| b.schema()) else {
+        return Ok(Vec::new());
+    };
     let long: Vec<bool> = (0..schema.fields().len())
         .map(|i| batches.iter().any(|b| has_long_text(b.column(i))))
         .collect();
