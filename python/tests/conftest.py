@@ -4,11 +4,17 @@ compared with, and a runner for it."""
 import json
 import os
 import pathlib
+import signal
 import subprocess
 
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+
+# The Ctrl-C tests raise KeyboardInterrupt with `_thread.interrupt_main`,
+# which does nothing while SIGINT is ignored, as it is in a process a
+# non-interactive shell started in the background (`.ci/run &`).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def cli_binary() -> pathlib.Path:
