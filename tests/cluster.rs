@@ -244,6 +244,61 @@ fn shards_without_their_own_number_are_refused() {
     assert!(err.to_string().contains("--shard"), "{err}");
 }
 
+/// A rule that fails as it runs on the executors fails alone and named:
+/// the other rules still give every finding of the local audit, and a rule
+/// of the user's own gives its findings too.
+#[test]
+fn a_rule_that_fails_on_the_cluster_fails_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.ndjson");
+    std::fs::write(&log, synth_log(17, 60_000, 0.0)).unwrap();
+    let out = dir.path().join("parquet");
+    convert(&[&log], &out, 0);
+    let rules = dir.path().join("rules");
+    std::fs::create_dir(&rules).unwrap();
+    let rule = |name: &str, sql: &str| {
+        let text = format!(
+            "-- id: custom.{name}\n-- severity: low\n-- family: custom\n-- dialect: any\n\
+             -- summary: {name}\n-- spec: local policy\n-- explain:\n--   Tested.\n{sql}\n"
+        );
+        std::fs::write(rules.join(format!("custom.{name}.sql")), text).unwrap();
+    };
+    // Every row's type is not a number: the cast fails on the executors,
+    // once the job has started.
+    rule(
+        "broken",
+        "SELECT task_id, 'never' AS message, make_array(seq) AS seqs FROM ev \
+         WHERE CAST(type AS INT) > 0",
+    );
+    rule(
+        "started",
+        "SELECT task_id, 'started' AS message, make_array(seq) AS seqs FROM ev \
+         WHERE type = 'task.started'",
+    );
+    let run = |cluster: bool| {
+        let mut cfg = crate::common::audit_config(vec![out.clone()]);
+        cfg.rules_dir = Some(rules.clone());
+        if cluster {
+            cfg.reading.location = Location::Cluster {
+                url: CLUSTER.1.clone(),
+                timeout: DEADLINE,
+            };
+        }
+        Audit::new(cfg).run().expect("the audit runs")
+    };
+    let (local, cluster) = (run(false), run(true));
+    for report in [&local, &cluster] {
+        let failed: Vec<&str> = report.rule_errors.iter().map(|(r, _)| r.as_str()).collect();
+        assert_eq!(failed, ["custom.broken"], "{:?}", report.rule_errors);
+        assert!(report.findings.iter().any(|f| f.rule == "custom.started"));
+    }
+    assert!(local.findings.len() > 30, "{}", local.findings.len());
+    assert_eq!(
+        serde_json::to_value(&local.findings).unwrap(),
+        serde_json::to_value(&cluster.findings).unwrap()
+    );
+}
+
 #[test]
 fn sql_runs_on_the_cluster_from_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
