@@ -245,3 +245,13 @@ pub fn sarif_schema_errors(sarif: &serde_json::Value) -> Vec<String> {
         .map(|e| format!("{e} at {}", e.instance_path()))
         .collect()
 }
+
+/// How many cases a costly property test runs: `ci`, or `PROPTEST_CASES`
+/// when set, for a longer search than the test command's
+/// (`PROPTEST_CASES=50 scripts/test properties::`).
+pub fn proptest_cases(ci: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(ci)
+}

@@ -679,7 +679,12 @@ mod neighbourhood {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 10, failure_persistence: None, ..ProptestConfig::default() })]
+        // Two audits a case; PROPTEST_CASES runs more.
+        #![proptest_config(ProptestConfig {
+            cases: crate::common::proptest_cases(6),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
 
         #[test]
         fn finds_what_the_whole_log_finds(

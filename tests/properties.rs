@@ -6,7 +6,8 @@
 //! rule, random seed, 50-200 KB). Every choice a case makes (how the log
 //! is cut, which lines are delivered again or damaged, and how) is drawn
 //! by a proptest strategy, so a failure shrinks to a smaller one. Few
-//! cases, so the module stays fast in CI.
+//! cases, so the module stays fast in CI; `PROPTEST_CASES=N` runs N of
+//! each costly one.
 
 use crate::common::hvaudit;
 use hvaudit::audit::Audit;
@@ -253,8 +254,9 @@ fn redelivery_cases() -> impl Strategy<Value = (Log, Split, Vec<(Index, Index)>)
 }
 
 proptest! {
-    // Each case audits four times; a shrinking step is a whole case.
-    #![proptest_config(config(6, 24))]
+    // Each case audits four times (a second each, in a debug build); a
+    // shrinking step is a whole case. PROPTEST_CASES runs more.
+    #![proptest_config(config(crate::common::proptest_cases(4), 24))]
 
     /// One log, audited whole, split into files in any order (some
     /// compressed), with exact redeliveries added, and after a round trip
