@@ -37,6 +37,16 @@ fn convert(inputs: &[&Path], out: &Path, shard: u16) {
         .success();
 }
 
+/// A generated log of about `size` bytes in `dir`, converted to Parquet
+/// there; the Parquet's directory.
+fn converted_log(dir: &Path, seed: u64, size: u64) -> PathBuf {
+    let log = dir.join("log.ndjson");
+    std::fs::write(&log, synth_log(seed, size, 0.0)).unwrap();
+    let out = dir.join("parquet");
+    convert(&[&log], &out, 0);
+    out
+}
+
 fn local(dir: &Path) -> Report {
     Audit::new(crate::common::audit_config(vec![dir.to_path_buf()]))
         .run()
@@ -250,10 +260,7 @@ fn shards_without_their_own_number_are_refused() {
 #[test]
 fn a_rule_that_fails_on_the_cluster_fails_alone() {
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("log.ndjson");
-    std::fs::write(&log, synth_log(17, 60_000, 0.0)).unwrap();
-    let out = dir.path().join("parquet");
-    convert(&[&log], &out, 0);
+    let out = converted_log(dir.path(), 17, 60_000);
     let rules = dir.path().join("rules");
     std::fs::create_dir(&rules).unwrap();
     let rule = |name: &str, sql: &str| {
@@ -302,10 +309,7 @@ fn a_rule_that_fails_on_the_cluster_fails_alone() {
 #[test]
 fn sql_runs_on_the_cluster_from_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("log.ndjson");
-    std::fs::write(&log, synth_log(14, 40_000, 0.0)).unwrap();
-    let out = dir.path().join("parquet");
-    convert(&[&log], &out, 0);
+    let out = converted_log(dir.path(), 14, 40_000);
     let query = "SELECT count(*) AS n, count(DISTINCT task_id) AS tasks FROM events";
     let run = |extra: &[&str]| sql_csv(query, extra, &out);
     let url = &CLUSTER.1;
@@ -377,10 +381,7 @@ fn forced_plans_on_the_cluster_give_the_default_report() {
 #[test]
 fn a_cluster_without_executors_gives_up_at_the_timeout() {
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("log.ndjson");
-    std::fs::write(&log, synth_log(16, 20_000, 0.0)).unwrap();
-    let out = dir.path().join("parquet");
-    convert(&[&log], &out, 0);
+    let out = converted_log(dir.path(), 16, 20_000);
     // A scheduler that no executor ever joins: every job stays queued.
     let rt = tokio::runtime::Runtime::new().unwrap();
     let url = rt
