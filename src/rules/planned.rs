@@ -7,12 +7,14 @@
 //! reading runs the same plans again, each run with fresh operator state
 //! (DataFusion's `reset_plan_states`).
 //!
-//! And a reading runs only the queries that can see a row it swaps. Each
-//! scan of `events` records, when planned, the filters pushed to it; a
-//! query none of whose scans lets a swapped row through (either version,
-//! numbered as either reading numbers it), and that reads no view that
-//! does, reads in this reading exactly what it read in the reading of
-//! version 1, and finds nothing new.
+//! And a reading runs only the queries that can see a row it swaps. The
+//! optimized plan of a query holds the filters pushed to each of its scans
+//! of `events`; a query none of whose scans lets a swapped row through
+//! (either version, numbered as either reading numbers it), and that reads
+//! no view that does, reads in this reading exactly what it read in the
+//! reading of version 1, and finds nothing new. A rule that no reading can
+//! change is not planned past that point, nor run in the reading of
+//! version 1: what it finds there is never told apart from anything.
 
 use super::catalog::Catalog;
 use super::readings::{Neighbourhood, Swaps, swapped_batches};
@@ -24,9 +26,10 @@ use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::DFSchema;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::datasource::TableType;
+use datafusion::datasource::source_as_provider;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::logical_expr::{Expr, LogicalPlan, TableProviderFilterPushDown};
 use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::execution_plan::reset_plan_states;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
@@ -62,17 +65,13 @@ impl Slot {
     }
 }
 
-tokio::task_local! {
-    /// The filters pushed to each scan of `events` planned in this task.
-    static SCANS: Mutex<Vec<Vec<Expr>>>;
-}
-
 /// A table over a [`Slot`]. Filters are taken (inexactly: the engine still
-/// applies them) only to be recorded, for `events`.
+/// applies them) only so that the plans name them, for `events`.
 #[derive(Debug)]
 struct SlotTable {
     slot: Arc<Slot>,
-    records: bool,
+    /// Whether this is `events`, whose scans tell what a query can see.
+    events: bool,
 }
 
 #[async_trait]
@@ -96,16 +95,9 @@ impl TableProvider for SlotTable {
         &self,
         _state: &dyn Session,
         projection: Option<&Vec<usize>>,
-        filters: &[Expr],
+        _filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        if self.records {
-            // Outside a recording (none is expected), nothing is kept.
-            let _ = SCANS.try_with(|scans| {
-                let mut scans = scans.lock().unwrap_or_else(|e| e.into_inner());
-                scans.push(filters.to_vec());
-            });
-        }
         Ok(Arc::new(SlotExec::new(self.slot.clone(), projection)?))
     }
 }
@@ -198,12 +190,14 @@ impl ExecutionPlan for SlotExec {
 }
 
 /// A query planned once: its plan (or why it has none), the filters of its
-/// scans of `events`, and the kept views it reads (directly or through
-/// plain views; by index into [`Planned::views`]).
+/// scans of `events`, the kept views it reads (directly or through plain
+/// views; by index into [`Planned::views`]), and whether any reading can
+/// change what it reads (if not, it has no plan and never runs).
 struct Query {
     plan: std::result::Result<Arc<dyn ExecutionPlan>, String>,
     scans: Vec<Vec<Expr>>,
     views: Vec<usize>,
+    changeable: bool,
 }
 
 /// A view kept as a table: its query, its rows in the reading of version
@@ -241,18 +235,23 @@ impl Planned {
     /// Plan `catalog` (its rules labelled `labels`) over `part` in `ctx`
     /// (a session over the neighbourhood's tables): `events` becomes a
     /// slot, the views marked to be kept become slots, the others plain.
+    /// `swapped` holds the rows some reading swaps, numbered both ways
+    /// ([`Neighbourhood::swapped_rows`] of every reading): a rule none of
+    /// whose scans lets one through, reading no view that can, is left
+    /// unplanned.
     pub async fn new(
         ctx: SessionContext,
         part: &Neighbourhood,
         catalog: &Catalog,
         labels: &[u32],
+        swapped: &[RecordBatch],
     ) -> Result<(Planned, Vec<(String, String)>)> {
         let schema = crate::ingest::schema::EVENTS.clone();
         let events = Slot::new(schema, part.events.clone());
         ctx.deregister_table("events")?;
         let table = SlotTable {
             slot: events.clone(),
-            records: true,
+            events: true,
         };
         ctx.register_table("events", Arc::new(table))?;
         let reads = super::jobs::Dependencies::of(&ctx, catalog);
@@ -270,7 +269,7 @@ impl Planned {
                 }
                 continue;
             }
-            let query = plan_query(&ctx, &v.sql, under).await;
+            let query = plan_query(&ctx, &v.sql, under, |_, _| true).await;
             let rows = match &query.plan {
                 Ok(plan) => collect(plan.clone(), &ctx).await,
                 Err(e) => Err(DataFusionError::Plan(e.clone())),
@@ -280,7 +279,7 @@ impl Planned {
                 let slot = Slot::new(plan.schema(), relabel(rows, &plan.schema())?);
                 let table = SlotTable {
                     slot: slot.clone(),
-                    records: false,
+                    events: false,
                 };
                 ctx.register_table(&v.name, Arc::new(table))?;
                 Ok(slot)
@@ -298,10 +297,20 @@ impl Planned {
                 Err(e) => errors.push((v.file.clone(), e.to_string())),
             }
         }
+        // Which kept views some reading can change (each kept view comes
+        // after the views it reads).
+        let mut changeable: Vec<bool> = Vec::with_capacity(views.len());
+        for view in &views {
+            let below = view.query.views.iter().any(|&w| changeable[w]);
+            changeable.push(below || passes(&ctx, &view.query.scans, swapped));
+        }
         let mut rules = Vec::with_capacity(catalog.rules.len());
         for (r, rule) in catalog.rules.iter().enumerate() {
             let under = kept_below(&reads, &kept_at, &reads.rules[r]);
-            rules.push(plan_query(&ctx, &rule.sql, under).await);
+            let can_change = |scans: &[Vec<Expr>], views: &[usize]| {
+                views.iter().any(|&w| changeable[w]) || passes(&ctx, scans, swapped)
+            };
+            rules.push(plan_query(&ctx, &rule.sql, under, can_change).await);
         }
         let planned = Planned {
             ctx,
@@ -315,10 +324,11 @@ impl Planned {
         Ok((planned, errors))
     }
 
-    /// Run every rule over the rows as the reading of version 1 reads them.
+    /// Run every rule some reading can change over the rows as the reading
+    /// of version 1 reads them.
     pub async fn first(&self, strings: &Arc<Mutex<Interner>>) -> Run {
-        let every = vec![true; self.rules.len()];
-        self.run_rules(&every, strings).await
+        let changeable: Vec<bool> = self.rules.iter().map(|q| q.changeable).collect();
+        self.run_rules(&changeable, strings).await
     }
 
     /// Run the reading `swaps` (over `part`, the neighbourhood planned):
@@ -359,7 +369,7 @@ impl Planned {
             }
         }
         let wanted: Vec<bool> = (self.rules.iter())
-            .map(|q| sees(q) || q.views.iter().any(|&w| changed[w]))
+            .map(|q| q.changeable && (sees(q) || q.views.iter().any(|&w| changed[w])))
             .collect();
         let mut run = self.run_rules(&wanted, strings).await;
         run.errors.extend(errors);
@@ -456,24 +466,71 @@ fn kept_below(
     found.into_iter().collect()
 }
 
-/// Plan `sql`, recording the filters of its scans of `events`.
-async fn plan_query(ctx: &SessionContext, sql: &str, views: Vec<usize>) -> Query {
-    let recorded = Mutex::new(Vec::new());
-    SCANS
-        .scope(recorded, async move {
-            let plan = async {
-                crate::read_only::plan(ctx, sql)
-                    .await?
-                    .create_physical_plan()
-                    .await
-            }
-            .await
-            .map_err(|e| e.to_string());
-            let scans =
-                SCANS.with(|s| std::mem::take(&mut *s.lock().unwrap_or_else(|e| e.into_inner())));
-            Query { plan, scans, views }
-        })
+/// Plan `sql` with the filters of its scans of `events`, as far as its
+/// optimized logical plan; on to its physical plan only if `wanted` says so
+/// of those scans and of the kept views it reads.
+async fn plan_query(
+    ctx: &SessionContext,
+    sql: &str,
+    views: Vec<usize>,
+    wanted: impl FnOnce(&[Vec<Expr>], &[usize]) -> bool,
+) -> Query {
+    let logical = async {
+        let (state, plan) = crate::read_only::plan(ctx, sql).await?.into_parts();
+        let plan = state.optimize(&plan)?;
+        Ok::<_, DataFusionError>((state, plan))
+    }
+    .await;
+    let (state, logical) = match logical {
+        Ok(planned) => planned,
+        // Run, to report its error.
+        Err(e) => {
+            return Query {
+                plan: Err(e.to_string()),
+                scans: Vec::new(),
+                views,
+                changeable: true,
+            };
+        }
+    };
+    let scans = event_scans(&logical);
+    if !wanted(&scans, &views) {
+        return Query {
+            plan: Err("not planned: no reading changes what it reads".into()),
+            scans,
+            views,
+            changeable: false,
+        };
+    }
+    // Optimized already: the planner alone, not the optimizer again.
+    let plan = (state.query_planner())
+        .create_physical_plan(&logical, &state)
         .await
+        .map_err(|e| e.to_string());
+    Query {
+        plan,
+        scans,
+        views,
+        changeable: true,
+    }
+}
+
+/// The filters of every scan of `events` in `plan` (its subqueries too).
+fn event_scans(plan: &LogicalPlan) -> Vec<Vec<Expr>> {
+    let mut scans = Vec::new();
+    let _ = plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::TableScan(scan) = node {
+            let provider = source_as_provider(&scan.source).ok();
+            let table = provider
+                .as_deref()
+                .and_then(|p| p.downcast_ref::<SlotTable>());
+            if table.is_some_and(|t| t.events) {
+                scans.push(scan.filters.clone());
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    scans
 }
 
 async fn collect(plan: Arc<dyn ExecutionPlan>, ctx: &SessionContext) -> Result<Vec<RecordBatch>> {
@@ -550,7 +607,7 @@ mod tests {
         let slot = Slot::new(batch.schema(), vec![batch.clone()]);
         let table = SlotTable {
             slot: slot.clone(),
-            records: true,
+            events: true,
         };
         ctx.register_table("events", Arc::new(table)).unwrap();
         (ctx, slot)
@@ -587,7 +644,7 @@ mod tests {
         let sql = "SELECT a.seq, b.seq FROM events a JOIN events b \
                    ON a.task_id = b.task_id AND a.seq < b.seq \
                    WHERE a.type = 'task.started'";
-        let query = plan_query(&ctx, sql, Vec::new()).await;
+        let query = plan_query(&ctx, sql, Vec::new(), |_, _| true).await;
         let plan = query.plan.unwrap();
         assert_eq!(pairs(&plan, &ctx).await, [(1, 2)]);
         slot.set(vec![rows(&[
@@ -602,13 +659,69 @@ mod tests {
         assert_eq!(query.scans.len(), 2);
     }
 
+    fn rule(id: &str, event_type: &str) -> crate::rules::catalog::Rule {
+        let text = format!(
+            "-- id: {id}\n-- severity: low\n-- family: t\n-- dialect: any\n-- summary: s\n\
+             -- spec: s\n-- explain: e\n\
+             SELECT task_id, type AS message, make_array(seq) AS seqs FROM events \
+             WHERE type = '{event_type}'"
+        );
+        crate::rules::catalog::parse_rule(&format!("{id}.sql"), &text).unwrap()
+    }
+
+    /// A rule whose scans let no swapped row through, in any reading, has
+    /// no plan and runs in no reading, that of version 1 included; the
+    /// rule beside it that reads the swapped rows runs in both.
+    #[tokio::test]
+    async fn a_rule_no_reading_can_change_is_neither_planned_nor_run() {
+        let all = rows(&[
+            (1, "task.started", "t1"),
+            (2, "task.progress", "t1"),
+            (3, "task.started", "t1"),
+        ]);
+        let (ctx, _) = session_over(&all);
+        let part = Neighbourhood {
+            events: vec![all],
+            evidence: Vec::new(),
+            log_end: Vec::new(),
+        };
+        let catalog = Catalog {
+            rules: vec![
+                rule("t.started", "task.started"),
+                rule("t.progress", "task.progress"),
+            ],
+            ..Default::default()
+        };
+        let swaps = vec![(1, 3, 2)];
+        let swapped = part.swapped_rows(&swaps).unwrap();
+        let (planned, errors) = Planned::new(ctx, &part, &catalog, &[0, 1], &swapped)
+            .await
+            .unwrap();
+        assert!(errors.is_empty());
+        assert!(planned.rules[0].changeable && planned.rules[0].plan.is_ok());
+        assert!(!planned.rules[1].changeable && planned.rules[1].plan.is_err());
+        let strings = Arc::new(Mutex::new(Interner::default()));
+        let first = planned.first(&strings).await;
+        assert!(first.errors.is_empty(), "{:?}", first.errors);
+        assert_eq!((first.rules_run, first.rows.len()), (1, 2));
+        let reading = planned.reading(&part, &swaps, &strings).await.unwrap();
+        assert_eq!((reading.rules_run, reading.rows.len()), (1, 2));
+        // Swapping progress rows instead: the other way round.
+        let swapped = part.swapped_rows(&vec![(2, 2, 1)]).unwrap();
+        let (ctx, _) = session_over(&part.events[0]);
+        let (planned, _) = Planned::new(ctx, &part, &catalog, &[0, 1], &swapped)
+            .await
+            .unwrap();
+        assert!(!planned.rules[0].changeable && planned.rules[1].changeable);
+    }
+
     #[tokio::test]
     async fn a_query_sees_a_swapped_row_only_if_a_scan_of_it_lets_it_through() {
         let all = rows(&[(1, "task.started", "t1")]);
         let (ctx, _) = session_over(&all);
         let scans = |sql: &'static str| {
             let ctx = ctx.clone();
-            async move { plan_query(&ctx, sql, Vec::new()).await.scans }
+            async move { plan_query(&ctx, sql, Vec::new(), |_, _| true).await.scans }
         };
         let started = rows(&[(9, "task.started", "t9")]);
         let progress = rows(&[(9, "task.progress", "t9")]);

@@ -184,8 +184,13 @@ async fn read_later_versions(
         reduced_catalog.remove_embedded_view("log_end");
         reduced_catalog.restore_embedded_view("ev");
         let session = sessions.reduced(part).await?;
+        let mut swapped = Vec::new();
+        for k in readings.clone() {
+            swapped.extend(part.swapped_rows(&conflicts.swaps(k))?);
+        }
         let (planned, errors) =
-            super::planned::Planned::new(session, part, &reduced_catalog, &rule_index).await?;
+            super::planned::Planned::new(session, part, &reduced_catalog, &rule_index, &swapped)
+                .await?;
         // Version 1 over the neighbourhood: what every reading is told
         // apart from (besides the whole log's own findings). What fails
         // here fails in every reading: said once.
