@@ -681,7 +681,7 @@ mod neighbourhood {
     proptest! {
         // Two audits a case; PROPTEST_CASES runs more.
         #![proptest_config(ProptestConfig {
-            cases: crate::common::proptest_cases(6),
+            cases: crate::common::proptest_cases(5),
             failure_persistence: None,
             ..ProptestConfig::default()
         })]

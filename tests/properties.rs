@@ -256,7 +256,7 @@ fn redelivery_cases() -> impl Strategy<Value = (Log, Split, Vec<(Index, Index)>)
 proptest! {
     // Each case audits four times (a second each, in a debug build); a
     // shrinking step is a whole case. PROPTEST_CASES runs more.
-    #![proptest_config(config(crate::common::proptest_cases(4), 24))]
+    #![proptest_config(config(crate::common::proptest_cases(3), 24))]
 
     /// One log, audited whole, split into files in any order (some
     /// compressed), with exact redeliveries added, and after a round trip
