@@ -297,20 +297,26 @@ impl Planned {
                 Err(e) => errors.push((v.file.clone(), e.to_string())),
             }
         }
-        // Which kept views some reading can change (each kept view comes
-        // after the views it reads).
+        // What some reading can change: a query a swapped row passes a scan
+        // of, or that reads a kept view some reading can change (each kept
+        // view comes after the views it reads).
+        let can_change = |changeable: &[bool], scans: &[Vec<Expr>], views: &[usize]| {
+            views.iter().any(|&w| changeable[w]) || passes(&ctx, scans, swapped)
+        };
         let mut changeable: Vec<bool> = Vec::with_capacity(views.len());
         for view in &views {
-            let below = view.query.views.iter().any(|&w| changeable[w]);
-            changeable.push(below || passes(&ctx, &view.query.scans, swapped));
+            changeable.push(can_change(
+                &changeable,
+                &view.query.scans,
+                &view.query.views,
+            ));
         }
         let mut rules = Vec::with_capacity(catalog.rules.len());
         for (r, rule) in catalog.rules.iter().enumerate() {
             let under = kept_below(&reads, &kept_at, &reads.rules[r]);
-            let can_change = |scans: &[Vec<Expr>], views: &[usize]| {
-                views.iter().any(|&w| changeable[w]) || passes(&ctx, scans, swapped)
-            };
-            rules.push(plan_query(&ctx, &rule.sql, under, can_change).await);
+            let wanted =
+                |scans: &[Vec<Expr>], views: &[usize]| can_change(&changeable, scans, views);
+            rules.push(plan_query(&ctx, &rule.sql, under, wanted).await);
         }
         let planned = Planned {
             ctx,
