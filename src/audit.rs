@@ -236,6 +236,9 @@ async fn audit_ingested(
     // `ev` as a table indexed by event type, with integer task keys,
     // unless a user view replaced it.
     let indexed = catalog.remove_embedded_view("ev");
+    if indexed {
+        catalog.use_native_views();
+    }
     let ctx = loaded_session(cfg, &ingested.events, ingested, indexed)?;
     let later = LoadedReadings {
         cfg,

@@ -33,6 +33,7 @@ mod spill;
 mod sql_output;
 mod sql_shell;
 mod synth;
+mod tasks_view;
 mod trust;
 mod user_rules;
 mod well_formed;

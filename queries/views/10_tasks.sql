@@ -21,7 +21,9 @@
 -- six first events of a task are then fetched by seq (unique) in one join
 -- and pivoted back. (In the engine, first_value(x ORDER BY ...) per group
 -- costs time in the number of groups on every batch; one join, not six,
--- keeps cluster plans small.)
+-- keeps cluster plans small.) An audit of a loaded log computes this view in
+-- Rust instead, in one pass (src/rules/tasks_view.rs); tests/tasks_view.rs
+-- holds it to the rows of this query.
 WITH keyed AS (
     SELECT task_key, parent_task_id, session_id, type,
            time_order(created_ns, seq) AS ord

@@ -14,6 +14,9 @@
 --   from_label, from_at  how the previous state shows in messages
 --   legal      the lifecycle table allows from_type -> type
 --   skipped_accept  task.submitted -> task.started (lifecycle.skipped_accept)
+-- An audit of a loaded log computes this view in Rust instead, in one pass
+-- (src/rules/transitions_view.rs); tests/tasks_view.rs holds it to the rows
+-- of this query.
 WITH ordered AS (
     -- one window over all tasks in (task, time, input order); the previous
     -- row is the task's previous lifecycle event when it has the same key

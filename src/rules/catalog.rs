@@ -17,6 +17,9 @@ pub struct View {
     pub sql: String,
     /// Computed once and kept, for views that many rules read.
     pub materialize: bool,
+    /// Computed in Rust instead, where the views are kept in memory
+    /// ([`Catalog::use_native_views`]).
+    pub native: bool,
 }
 
 /// A rule: its metadata and its query.
@@ -228,6 +231,29 @@ impl Catalog {
             self.views.remove(at);
         }
         embedded
+    }
+
+    /// Mark the shipped views that have a form in Rust to be computed in
+    /// it (`rules::tasks_view`, `rules::transitions_view`): each where it
+    /// and the views it reads are as shipped, for an audit whose `ev` is
+    /// the shipped one, indexed.
+    pub fn use_native_views(&mut self) {
+        let shipped = |views: &[View], name: &str| {
+            views
+                .iter()
+                .any(|v| v.name == name && is_shipped(&v.file, &v.sql))
+        };
+        let tasks = shipped(&self.views, "tasks");
+        let transitions = tasks
+            && shipped(&self.views, "lifecycle_next")
+            && shipped(&self.views, "irregular_transitions");
+        for view in &mut self.views {
+            view.native = match view.name.as_str() {
+                "tasks" => tasks,
+                "irregular_transitions" => transitions,
+                _ => false,
+            };
+        }
     }
 
     /// Put the embedded view `name` back, first, where the catalog lacks a
@@ -475,6 +501,7 @@ fn parse_view(file: &str, text: &str) -> Result<View, FileError> {
         file: file.to_string(),
         sql: expand_helpers(file, text)?,
         materialize,
+        native: false,
     })
 }
 

@@ -13,6 +13,8 @@ mod planned;
 pub mod readings;
 pub mod reference;
 mod running;
+pub mod tasks_view;
+pub mod transitions_view;
 mod views;
 
 pub use findings::{PLACE_COLUMNS, RuleRun, Window};

@@ -69,6 +69,15 @@ pub(super) async fn register_view(
     let result = async {
         let df = crate::read_only::plan(ctx, &v.sql).await?;
         match materialize {
+            Materialize::InMemory if v.native => {
+                let schema = df.schema().inner().clone();
+                let batches = match v.name.as_str() {
+                    "tasks" => super::tasks_view::tasks(ctx, &schema).await?,
+                    _ => super::transitions_view::irregular_transitions(ctx, &schema).await?,
+                };
+                let table = MemTable::try_new(schema, vec![batches])?;
+                ctx.register_table(&v.name, Arc::new(table)).map(drop)
+            }
             Materialize::InMemory if v.materialize => {
                 let planned = df.schema().inner().clone();
                 let batches = df.collect().await?;
