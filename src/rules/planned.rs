@@ -311,12 +311,27 @@ impl Planned {
                 &view.query.views,
             ));
         }
-        let mut rules = Vec::with_capacity(catalog.rules.len());
-        for (r, rule) in catalog.rules.iter().enumerate() {
-            let under = kept_below(&reads, &kept_at, &reads.rules[r]);
-            let wanted =
-                |scans: &[Vec<Expr>], views: &[usize]| can_change(&changeable, scans, views);
-            rules.push(plan_query(&ctx, &rule.sql, under, wanted).await);
+        // The rules, planned side by side: over a neighbourhood, planning
+        // is most of a reading's time, and each rule's is its own.
+        let swapped = Arc::new(swapped.to_vec());
+        let changeable = Arc::new(changeable);
+        let planning: Vec<_> = (catalog.rules.iter().enumerate())
+            .map(|(r, rule)| {
+                let under = kept_below(&reads, &kept_at, &reads.rules[r]);
+                let (ctx, sql) = (ctx.clone(), rule.sql.clone());
+                let (swapped, changeable) = (swapped.clone(), changeable.clone());
+                super::jobs::AbortOnDrop(tokio::spawn(async move {
+                    let wanted = |scans: &[Vec<Expr>], views: &[usize]| {
+                        views.iter().any(|&w| changeable[w]) || passes(&ctx, scans, &swapped)
+                    };
+                    plan_query(&ctx, &sql, under, wanted).await
+                }))
+            })
+            .collect();
+        let mut rules = Vec::with_capacity(planning.len());
+        for mut handle in planning {
+            let planned = (&mut handle.0).await;
+            rules.push(planned.map_err(|e| DataFusionError::External(Box::new(e)))?);
         }
         let planned = Planned {
             ctx,
