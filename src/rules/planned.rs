@@ -297,19 +297,12 @@ impl Planned {
                 Err(e) => errors.push((v.file.clone(), e.to_string())),
             }
         }
-        // What some reading can change: a query a swapped row passes a scan
-        // of, or that reads a kept view some reading can change (each kept
-        // view comes after the views it reads).
-        let can_change = |changeable: &[bool], scans: &[Vec<Expr>], views: &[usize]| {
-            views.iter().any(|&w| changeable[w]) || passes(&ctx, scans, swapped)
-        };
+        // What some reading can change, view by view.
         let mut changeable: Vec<bool> = Vec::with_capacity(views.len());
         for view in &views {
-            changeable.push(can_change(
-                &changeable,
-                &view.query.scans,
-                &view.query.views,
-            ));
+            let query = &view.query;
+            let change = can_change(&ctx, &changeable, swapped, &query.scans, &query.views);
+            changeable.push(change);
         }
         // The rules, planned side by side: over a neighbourhood, planning
         // is most of a reading's time, and each rule's is its own.
@@ -322,7 +315,7 @@ impl Planned {
                 let (swapped, changeable) = (swapped.clone(), changeable.clone());
                 super::jobs::AbortOnDrop(tokio::spawn(async move {
                     let wanted = |scans: &[Vec<Expr>], views: &[usize]| {
-                        views.iter().any(|&w| changeable[w]) || passes(&ctx, scans, &swapped)
+                        can_change(&ctx, &changeable, &swapped, scans, views)
                     };
                     plan_query(&ctx, &sql, under, wanted).await
                 }))
@@ -564,6 +557,19 @@ fn relabel(rows: Vec<RecordBatch>, schema: &SchemaRef) -> Result<Vec<RecordBatch
     rows.into_iter()
         .map(|b| Ok(RecordBatch::try_new(schema.clone(), b.columns().to_vec())?))
         .collect()
+}
+
+/// Whether some reading can change what a query reads: a row of `swapped`
+/// passes one of its `scans` of `events`, or it reads a kept view that is
+/// `changeable` (each kept view comes after the views it reads).
+fn can_change(
+    ctx: &SessionContext,
+    changeable: &[bool],
+    swapped: &[RecordBatch],
+    scans: &[Vec<Expr>],
+    views: &[usize],
+) -> bool {
+    views.iter().any(|&w| changeable[w]) || passes(ctx, scans, swapped)
 }
 
 /// Whether a row of `probe` can pass one of `scans` (every filter of the

@@ -73,7 +73,14 @@ pub(super) async fn register_view(
                 let schema = df.schema().inner().clone();
                 let batches = match v.name.as_str() {
                     "tasks" => super::tasks_view::tasks(ctx, &schema).await?,
-                    _ => super::transitions_view::irregular_transitions(ctx, &schema).await?,
+                    "irregular_transitions" => {
+                        super::transitions_view::irregular_transitions(ctx, &schema).await?
+                    }
+                    other => {
+                        return Err(DataFusionError::Plan(format!(
+                            "view {other} has no form in Rust"
+                        )));
+                    }
                 };
                 let table = MemTable::try_new(schema, vec![batches])?;
                 ctx.register_table(&v.name, Arc::new(table)).map(drop)
