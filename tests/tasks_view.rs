@@ -23,65 +23,26 @@ use std::sync::Arc;
 /// at the instant of the state, a parent link and a session that appear
 /// only on a later event, a task that is only requested to cancel, and a
 /// later version of an id (not in `ev`).
+#[rustfmt::skip]
 const EDGES: &[(&str, &str, &str, &str)] = &[
     // id, type, created_at, extra members
-    (
-        "e1",
-        "task.cancel.requested",
-        "12:00:00",
-        r#""task_id":"t_tie""#,
-    ),
+    ("e1", "task.cancel.requested", "12:00:00", r#""task_id":"t_tie""#),
     ("e2", "task.submitted", "12:00:00", r#""task_id":"t_tie""#),
-    (
-        "e3",
-        "task.started",
-        "12:00:00",
-        r#""task_id":"t_tie","session_id":"s1""#,
-    ),
+    ("e3", "task.started", "12:00:00", r#""task_id":"t_tie","session_id":"s1""#),
     ("e4", "task.completed", "12:00:01", r#""task_id":"t_tie""#),
     ("e5", "task.failed", "12:00:01", r#""task_id":"t_tie""#),
-    (
-        "e6",
-        "delegation.accepted",
-        "12:00:02",
-        r#""task_id":"t_deleg""#,
-    ),
-    (
-        "e7",
-        "task.progress",
-        "12:00:03",
-        r#""task_id":"t_deleg","parent_task_id":"t_tie""#,
-    ),
+    ("e6", "delegation.accepted", "12:00:02", r#""task_id":"t_deleg""#),
+    ("e7", "task.progress", "12:00:03", r#""task_id":"t_deleg","parent_task_id":"t_tie""#),
     ("e8", "task.started", "12:00:04", r#""task_id":"t_same""#),
-    (
-        "e9",
-        "delegation.handoff.completed",
-        "12:00:04",
-        r#""task_id":"t_same""#,
-    ),
-    (
-        "e10",
-        "task.cancel.requested",
-        "12:00:05",
-        r#""task_id":"t_request""#,
-    ),
+    ("e9", "delegation.handoff.completed", "12:00:04", r#""task_id":"t_same""#),
+    ("e10", "task.cancel.requested", "12:00:05", r#""task_id":"t_request""#),
     ("e11", "task.progress", "12:00:06", r#""task_id":"t_late""#),
-    (
-        "e12",
-        "task.progress",
-        "12:00:07",
-        r#""task_id":"t_late","parent_task_id":"t_deleg","session_id":"s2""#,
-    ),
+    ("e12", "task.progress", "12:00:07", r#""task_id":"t_late","parent_task_id":"t_deleg","session_id":"s2""#),
     ("e13", "task.timed_out", "11:59:59", r#""task_id":"t_late""#),
     ("e11", "task.cancelled", "11:00:00", r#""task_id":"t_late""#),
     // a step from an event whose id the message cuts (over 80 characters)
     ("e20", "task.submitted", "12:01:00", r#""task_id":"t_long""#),
-    (
-        LONG_ID,
-        "task.progress",
-        "12:01:01",
-        r#""task_id":"t_long""#,
-    ),
+    (LONG_ID, "task.progress", "12:01:01", r#""task_id":"t_long""#),
     ("e21", "task.submitted", "12:01:02", r#""task_id":"t_long""#),
 ];
 

@@ -26,20 +26,6 @@ use std::sync::Arc;
 /// row, where a projection shares the table's buffers.
 const INPUT: &str = "SELECT task_key, task_id, parent_key, parent_task_id, session_id, dialect, \
      seq, created_ns, created_at, type, id, causation_id FROM ev";
-const INPUT_COLUMNS: [&str; 12] = [
-    "task_key",
-    "task_id",
-    "parent_key",
-    "parent_task_id",
-    "session_id",
-    "dialect",
-    "seq",
-    "created_ns",
-    "created_at",
-    "type",
-    "id",
-    "causation_id",
-];
 
 /// A task's first event of each kind, in the view's order of kinds.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -109,24 +95,22 @@ fn source(name: &str) -> Result<Source> {
         })
     };
     let of = |kind: Kind, suffix: &str| event_column(suffix).map(|c| Source::Of(kind, c));
-    let found = match name.split_once('_') {
-        _ if name == "dialect" => Some(Source::Dialect),
-        _ if name == "log_dialect" => Some(Source::Of(Kind::First, "dialect")),
-        _ if name == "task_key" || name == "task_id" => INPUT_COLUMNS
-            .iter()
-            .find(|c| **c == name)
-            .map(|c| Source::Of(Kind::First, c)),
-        _ if name == "parent_key" || name == "parent_task_id" => INPUT_COLUMNS
-            .iter()
-            .find(|c| **c == name)
-            .map(|c| Source::Of(Kind::Parent, c)),
-        _ if name == "session_id" => Some(Source::Of(Kind::Session, "session_id")),
-        Some(("first", s)) => of(Kind::First, s),
-        Some(("state", s)) => of(Kind::State, s),
-        Some(("deleg", s)) => of(Kind::Deleg, s),
-        Some(("term", s)) => of(Kind::Term, s),
-        Some(("active", s)) => event_column(s).map(Source::Active),
-        _ => None,
+    let found = match name {
+        "dialect" => Some(Source::Dialect),
+        "log_dialect" => Some(Source::Of(Kind::First, "dialect")),
+        "task_key" => Some(Source::Of(Kind::First, "task_key")),
+        "task_id" => Some(Source::Of(Kind::First, "task_id")),
+        "parent_key" => Some(Source::Of(Kind::Parent, "parent_key")),
+        "parent_task_id" => Some(Source::Of(Kind::Parent, "parent_task_id")),
+        "session_id" => Some(Source::Of(Kind::Session, "session_id")),
+        _ => match name.split_once('_') {
+            Some(("first", s)) => of(Kind::First, s),
+            Some(("state", s)) => of(Kind::State, s),
+            Some(("deleg", s)) => of(Kind::Deleg, s),
+            Some(("term", s)) => of(Kind::Term, s),
+            Some(("active", s)) => event_column(s).map(Source::Active),
+            _ => None,
+        },
     };
     found.ok_or_else(|| DataFusionError::Plan(format!("tasks: no native form of column {name}")))
 }
@@ -155,7 +139,8 @@ pub(super) struct At {
     pub row: u32,
 }
 
-/// Per task (in the order tasks first appear), its first event of each kind.
+/// Per task (in the order of their numbers, `task_numbers`), its first
+/// event of each kind.
 struct Firsts {
     per_task: Vec<[Option<At>; 6]>,
 }

@@ -18,7 +18,6 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::prelude::SessionContext;
-use std::collections::HashSet;
 use std::sync::Arc;
 
 /// The columns of `ev` the view reads (every row: a filter would copy the
@@ -43,11 +42,30 @@ const TYPES: [&str; 12] = [
 ];
 const LIFECYCLE: u8 = 10;
 const SUBMITTED: u8 = 1;
+const ACCEPTED: u8 = 2;
 const STARTED: u8 = 3;
+/// The step "from" nothing: a task's first lifecycle event.
+const NONE: u8 = 0;
 
-fn name(code: u8) -> &'static str {
-    TYPES[code as usize - 1]
+/// A type's code (0 for a type not in [`TYPES`]).
+fn code(t: &str) -> u8 {
+    TYPES
+        .iter()
+        .position(|n| *n == t)
+        .map_or(0, |i| i as u8 + 1)
 }
+
+/// The type of a code, as the view names it (`(none)` for [`NONE`]).
+fn name(code: u8) -> &'static str {
+    match code {
+        NONE => "(none)",
+        _ => TYPES[code as usize - 1],
+    }
+}
+
+/// The steps `lifecycle_next` allows, by code: `[from][to]`, from [`NONE`]
+/// for a task's first lifecycle event.
+type Legal = [[bool; LIFECYCLE as usize + 1]; LIFECYCLE as usize + 1];
 
 /// A lifecycle event of a task.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -78,7 +96,7 @@ pub async fn irregular_transitions(
     schema: &SchemaRef,
 ) -> Result<Vec<RecordBatch>> {
     let input = ctx.sql(INPUT).await?.collect().await?;
-    let legal = lifecycle_pairs(ctx).await?;
+    let legal = legal_steps(ctx).await?;
     let steps = irregular(&input, &legal)?;
     let ats = || steps.iter().map(|s| Some(s.at));
     let froms = || steps.iter().map(|s| s.from);
@@ -128,14 +146,16 @@ pub async fn irregular_transitions(
     laid_out(schema, columns)
 }
 
-/// The (from, to) pairs of `lifecycle_next`.
-async fn lifecycle_pairs(ctx: &SessionContext) -> Result<HashSet<(String, String)>> {
+/// The (from, to) pairs of `lifecycle_next`, by code (a pair of other
+/// types is never looked up).
+async fn legal_steps(ctx: &SessionContext) -> Result<Legal> {
     let rows = ctx
         .sql("SELECT from_type, to_type FROM lifecycle_next")
         .await?
         .collect()
         .await?;
-    let mut pairs = HashSet::new();
+    let mut legal: Legal = Default::default();
+    let lifecycle = |t: &str| Some(code(t)).filter(|c| (1..=LIFECYCLE).contains(c));
     for b in &rows {
         let (from, to) = (
             cast(b.column(0), &DataType::Utf8)?,
@@ -143,16 +163,23 @@ async fn lifecycle_pairs(ctx: &SessionContext) -> Result<HashSet<(String, String
         );
         let (from, to) = (from.as_string::<i32>(), to.as_string::<i32>());
         for r in 0..b.num_rows() {
-            if !from.is_null(r) && !to.is_null(r) {
-                pairs.insert((from.value(r).to_string(), to.value(r).to_string()));
+            if from.is_null(r) || to.is_null(r) {
+                continue;
+            }
+            let from = match from.value(r) {
+                "(none)" => Some(NONE),
+                other => lifecycle(other),
+            };
+            if let (Some(from), Some(to)) = (from, lifecycle(to.value(r))) {
+                legal[from as usize][to as usize] = true;
             }
         }
     }
-    Ok(pairs)
+    Ok(legal)
 }
 
 /// Every lifecycle step of `input` that is illegal or skips task.accepted.
-fn irregular(input: &[RecordBatch], legal: &HashSet<(String, String)>) -> Result<Vec<Irregular>> {
+fn irregular(input: &[RecordBatch], legal: &Legal) -> Result<Vec<Irregular>> {
     let Some(first) = input.first() else {
         return Ok(Vec::new());
     };
@@ -163,12 +190,7 @@ fn irregular(input: &[RecordBatch], legal: &HashSet<(String, String)>) -> Result
     // Per task, its first delegation acceptance.
     let mut delegated: Vec<Option<(At, u8)>> = Vec::new();
     for (j, (b, numbers)) in input.iter().zip(&numbers).enumerate() {
-        let codes = per_type(b.column(ty), |t| {
-            TYPES
-                .iter()
-                .position(|n| *n == t)
-                .map_or(0, |i| i as u8 + 1)
-        })?;
+        let codes = per_type(b.column(ty), code)?;
         let seq = b.column(seq).as_primitive::<Int64Type>();
         let ns = b.column(ns).as_primitive::<Int64Type>();
         for (r, task) in numbers.iter().enumerate() {
@@ -210,12 +232,12 @@ fn irregular(input: &[RecordBatch], legal: &HashSet<(String, String)>) -> Result
                 .filter(|(d, _)| *d < step.at),
             _ => None,
         };
-        let from_type = match (delegation, prev) {
-            (Some(_), _) => "task.accepted",
-            (None, Some(p)) => name(p.code),
-            (None, None) => "(none)",
+        let from = match (delegation, prev) {
+            (Some(_), _) => ACCEPTED,
+            (None, Some(p)) => p.code,
+            (None, None) => NONE,
         };
-        let is_legal = legal.contains(&(from_type.to_string(), name(step.code).to_string()));
+        let is_legal = legal[from as usize][step.code as usize];
         let skipped_accept = prev.is_some_and(|p| p.code == SUBMITTED) && step.code == STARTED;
         if is_legal && !skipped_accept {
             continue;
@@ -224,7 +246,7 @@ fn irregular(input: &[RecordBatch], legal: &HashSet<(String, String)>) -> Result
             at: step.at,
             from: delegation.map(|(d, _)| d).or(prev.map(|p| p.at)),
             from_delegation: delegation.map(|(_, code)| code),
-            from_type,
+            from_type: name(from),
             prev_code: prev.map(|p| p.code),
             legal: is_legal,
             skipped_accept,
