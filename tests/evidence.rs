@@ -604,6 +604,63 @@ fn a_redelivery_split_across_shards_collapses_as_in_one_file() {
     }
 }
 
+/// A generated log's lines (every rule violated), and which of them are
+/// events with an id and a date.
+fn generated(seed: u64) -> (Vec<String>, Vec<usize>) {
+    let log = String::from_utf8(synth_log(seed, 40_000, 0.0)).unwrap();
+    let lines: Vec<String> = log.lines().map(str::to_string).collect();
+    let events: Vec<usize> = (0..lines.len())
+        .filter(|&i| {
+            serde_json::from_str::<Value>(&lines[i])
+                .is_ok_and(|v| v["id"].is_string() && v["created_at"].is_string())
+        })
+        .collect();
+    (lines, events)
+}
+
+fn write_log(lines: &[String]) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.ndjson");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    (dir, path)
+}
+
+/// The JSON report of `path` (`full`: every reading over the whole log),
+/// and what `HVAUDIT_TIMING` said of the readings.
+fn readings_report(path: &std::path::Path, full: bool, extra: &[&str]) -> (Value, String) {
+    let mut cmd = hvaudit();
+    cmd.env("HVAUDIT_TIMING", "1");
+    if full {
+        cmd.env("HVAUDIT_READINGS", "full");
+    }
+    let out = cmd
+        .args(["audit", "-q", "--format", "json", "--fail-on", "none"])
+        .args(extra)
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    (report, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// What a report finds, by rule, fingerprint and reading.
+fn found(report: &Value) -> Vec<(String, String, Option<u64>)> {
+    let mut v: Vec<_> = (report["findings"].as_array().unwrap().iter())
+        .map(|f| {
+            let rule = f["rule"].as_str().unwrap().to_string();
+            let fingerprint = f["fingerprint"].as_str().unwrap().to_string();
+            (rule, fingerprint, f["rests_on_version"].as_u64())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
 /// The readings of later versions run over a neighbourhood of the
 /// conflicting ids (`rules::readings::neighbourhood`); over the whole log
 /// (`HVAUDIT_READINGS=full`) they find the same. Logs with violations of
@@ -615,7 +672,7 @@ mod neighbourhood {
 
     /// A forged copy of `original`, dated `earlier_ms` before it (after
     /// it when negative), with the changes `changes` picks.
-    fn forge(original: &str, earlier_ms: i64, changes: u8) -> String {
+    pub(super) fn forge(original: &str, earlier_ms: i64, changes: u8) -> String {
         let mut e: Value = serde_json::from_str(original).unwrap();
         // An instant chrono cannot parse or shift keeps its text (a generated
         // log may hold one): the copy still differs in what `changes` picks.
@@ -650,32 +707,7 @@ mod neighbourhood {
     }
 
     fn findings(path: &std::path::Path, full: bool) -> Vec<(String, String, Option<u64>)> {
-        let mut cmd = hvaudit();
-        if full {
-            cmd.env("HVAUDIT_READINGS", "full");
-        }
-        let out = cmd
-            .args(["audit", "-q", "--format", "json", "--fail-on", "none"])
-            .arg(path)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-        let mut v: Vec<_> = (report["findings"].as_array().unwrap().iter())
-            .map(|f| {
-                (
-                    f["rule"].as_str().unwrap().to_string(),
-                    f["fingerprint"].as_str().unwrap().to_string(),
-                    f["rests_on_version"].as_u64(),
-                )
-            })
-            .collect();
-        v.sort();
-        v
+        found(&readings_report(path, full, &[]).0)
     }
 
     proptest! {
@@ -691,22 +723,245 @@ mod neighbourhood {
             seed in 0u64..1000,
             forgeries in prop::collection::vec((any::<prop::sample::Index>(), -2000i64..2000, any::<u8>(), 1usize..3), 1..6),
         ) {
-            let log = String::from_utf8(synth_log(seed, 40_000, 0.0)).unwrap();
-            let mut lines: Vec<String> = log.lines().map(str::to_string).collect();
-            let events: Vec<usize> = (0..lines.len())
-                .filter(|&i| serde_json::from_str::<Value>(&lines[i]).is_ok_and(|v| v["id"].is_string() && v["created_at"].is_string()))
-                .collect();
+            let (mut lines, events) = generated(seed);
             for (at, earlier, changes, copies) in forgeries {
                 let original = lines[events[at.index(events.len())]].clone();
                 for n in 0..copies {
                     lines.push(forge(&original, earlier + n as i64 * 7, changes.wrapping_add(n as u8)));
                 }
             }
-            let dir = tempfile::tempdir().unwrap();
-            let path = dir.path().join("log.ndjson");
-            std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+            let (_dir, path) = write_log(&lines);
             let (part, whole) = (findings(&path, false), findings(&path, true));
             prop_assert_eq!(part, whole);
+        }
+    }
+}
+
+/// A rule blind to what most conflicting ids' versions differ in reads
+/// their readings as a move of seqs alone (`rules::differences`); the
+/// readings find what the whole log's readings find (`HVAUDIT_READINGS=full`),
+/// every report byte for byte.
+mod split_readings {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn report(path: &std::path::Path, full: bool) -> (Value, String) {
+        readings_report(path, full, &[])
+    }
+
+    /// `original` with a payload member more: a second version of its id
+    /// that differs in its payload alone.
+    fn payload_copy(original: &str, n: usize) -> String {
+        let mut e: Value = serde_json::from_str(original).unwrap();
+        if !e["payload"].is_object() {
+            e["payload"] = json!({});
+        }
+        e["payload"]["copy"] = json!(n);
+        e.to_string()
+    }
+
+    fn task(id: &str, ty: &str, at: &str, task: &str) -> String {
+        line(
+            id,
+            ty,
+            at,
+            json!({"task_id": task, "payload": {"task_id": task}}),
+        )
+    }
+
+    /// The attacker's copy: the same event with a payload member more,
+    /// written far down the log, past another event of its task at the
+    /// same instant. Read in its place, it comes after that event, and
+    /// the task's order is illegal: that reading must still be made,
+    /// though the copy differs only where most copies do.
+    #[test]
+    fn a_copy_that_passes_an_event_of_its_instant_is_read_in_place() {
+        let at = |s: u32| format!("2026-07-14T10:00:{s:02}Z");
+        let mut lines = vec![
+            task("a_sub", "task.submitted", &at(0), "task_a"),
+            task("a_acc", "task.accepted", &at(1), "task_a"),
+            task("a_prog", "task.progress", &at(1), "task_a"),
+            task("a_done", "task.completed", &at(2), "task_a"),
+        ];
+        // Copies that differ in their payload alone, right after their
+        // originals: most copies, and blind to the lifecycle.
+        for t in ["b", "c", "d"] {
+            let first = task(
+                &format!("{t}_sub"),
+                "task.submitted",
+                &at(3),
+                &format!("task_{t}"),
+            );
+            lines.push(first.clone());
+            lines.push(payload_copy(&first, 1));
+            lines.push(task(
+                &format!("{t}_done"),
+                "task.completed",
+                &at(4),
+                &format!("task_{t}"),
+            ));
+        }
+        let copy = payload_copy(&lines[1], 1);
+        lines.push(copy);
+        let (_dir, path) = write_log(&lines);
+        let (split, said) = report(&path, false);
+        let (whole, _) = report(&path, true);
+        assert!(said.contains("3 of 4 ids differ only in"), "{said}");
+        assert_eq!(split, whole);
+        let in_reading = (split["findings"].as_array().unwrap().iter())
+            .any(|f| f["rule"] == "lifecycle.illegal_transition" && f["rests_on_version"] == 2);
+        assert!(in_reading, "{split:#}");
+    }
+
+    /// The split readings of a converted store, in place and on a cluster,
+    /// find what the loaded log's find.
+    #[test]
+    fn a_store_read_in_place_and_on_a_cluster_is_split_alike() {
+        let at = |s: u32| format!("2026-07-14T10:00:{s:02}Z");
+        let bare = line("bare", "subscription.requested", &at(0), json!({}));
+        let mut lines = vec![
+            task("a_sub", "task.submitted", &at(0), "task_a"),
+            task("a_acc", "task.accepted", &at(1), "task_a"),
+            task("a_prog", "task.progress", &at(1), "task_a"),
+            bare.clone(),
+            payload_copy(&bare, 1),
+        ];
+        for t in ["b", "c", "d"] {
+            let first = task(
+                &format!("{t}_sub"),
+                "task.submitted",
+                &at(3),
+                &format!("task_{t}"),
+            );
+            lines.push(first.clone());
+            lines.push(payload_copy(&first, 1));
+        }
+        lines.push(payload_copy(&lines[1], 1));
+        let (dir, path) = write_log(&lines);
+        let store = dir.path().join("store");
+        hvaudit()
+            .args(["convert", "-q", "-o"])
+            .arg(&store)
+            .arg(&path)
+            .assert()
+            .success();
+        let (loaded, said) = report(&path, false);
+        assert!(
+            said.contains("4 of 5 ids differ only in [payload]"),
+            "{said}"
+        );
+        let expected = found(&loaded);
+        let rules: Vec<&str> = expected
+            .iter()
+            .filter(|f| f.2 == Some(2))
+            .map(|f| f.0.as_str())
+            .collect();
+        assert!(
+            rules.contains(&"lifecycle.illegal_transition"),
+            "{expected:?}"
+        );
+        assert!(rules.contains(&"subscription.no_filter"), "{expected:?}");
+        let (in_place, said) = readings_report(&store, false, &["--in-place"]);
+        assert!(
+            said.contains("4 of 5 ids differ only in [payload]"),
+            "{said}"
+        );
+        assert_eq!(found(&in_place), expected, "in place");
+        #[cfg(feature = "cluster")]
+        {
+            let url = &crate::cluster::CLUSTER.1;
+            let (on_cluster, _) = readings_report(&store, false, &["--cluster", url]);
+            assert_eq!(found(&on_cluster), expected, "cluster");
+        }
+    }
+
+    /// Copies that differ in their payload alone, one of them of a
+    /// subscription whose message quotes its payload: the rule that reads
+    /// the payload reads that copy in place.
+    #[test]
+    fn a_copy_that_differs_where_a_rule_reads_is_read_in_place() {
+        let at = |s: u32| format!("2026-07-14T10:00:{s:02}Z");
+        let bare = line(
+            "bare",
+            "subscription.requested",
+            &at(0),
+            json!({"target": "harness:aep"}),
+        );
+        let mut lines = vec![bare.clone(), payload_copy(&bare, 1)];
+        for t in ["b", "c", "d"] {
+            let first = task(
+                &format!("{t}_sub"),
+                "task.submitted",
+                &at(3),
+                &format!("task_{t}"),
+            );
+            lines.push(first.clone());
+            lines.push(payload_copy(&first, 1));
+        }
+        let (_dir, path) = write_log(&lines);
+        let (split, said) = report(&path, false);
+        let (whole, _) = report(&path, true);
+        assert!(
+            said.contains("4 of 4 ids differ only in [payload]"),
+            "{said}"
+        );
+        assert_eq!(split, whole);
+        let in_reading = (split["findings"].as_array().unwrap().iter())
+            .any(|f| f["rule"] == "subscription.no_filter" && f["rests_on_version"] == 2);
+        assert!(in_reading, "{split:#}");
+    }
+
+    proptest! {
+        // Two audits a case; PROPTEST_CASES runs more.
+        #![proptest_config(ProptestConfig {
+            cases: crate::common::proptest_cases(4),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        /// Many copies that differ in their payload alone (after their
+        /// original, or far down the log past events of the same instant),
+        /// and a few forged copies of every kind.
+        #[test]
+        fn finds_what_the_whole_log_finds(
+            seed in 0u64..1000,
+            copies in prop::collection::vec((any::<prop::sample::Index>(), any::<bool>(), 1usize..3), 20..60),
+            ties in prop::collection::vec((any::<prop::sample::Index>(), any::<prop::sample::Index>()), 0..8),
+            forgeries in prop::collection::vec((any::<prop::sample::Index>(), -2000i64..2000, any::<u8>()), 0..3),
+        ) {
+            let (mut lines, events) = generated(seed);
+            // Ties: an event re-dated to another's instant.
+            for (a, b) in ties {
+                let (a, b) = (events[a.index(events.len())], events[b.index(events.len())]);
+                let at = serde_json::from_str::<Value>(&lines[a]).unwrap()["created_at"].clone();
+                let mut e: Value = serde_json::from_str(&lines[b]).unwrap();
+                e["created_at"] = at;
+                lines[b] = e.to_string();
+            }
+            let mut after: Vec<(usize, String)> = Vec::new();
+            let mut at_end = Vec::new();
+            for (at, far, n) in copies {
+                let i = events[at.index(events.len())];
+                for k in 0..n {
+                    let copy = payload_copy(&lines[i], k + 1);
+                    match far {
+                        true => at_end.push(copy),
+                        false => after.push((i, copy)),
+                    }
+                }
+            }
+            for (at, earlier, changes) in forgeries {
+                at_end.push(super::neighbourhood::forge(&lines[events[at.index(events.len())]], earlier, changes));
+            }
+            after.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
+            for (i, copy) in after {
+                lines.insert(i + 1, copy);
+            }
+            lines.extend(at_end);
+            let (_dir, path) = write_log(&lines);
+            let ((split, said), (whole, _)) = (report(&path, false), report(&path, true));
+            prop_assert!(said.contains("ids differ only in"), "{}", said);
+            prop_assert_eq!(split, whole);
         }
     }
 }

@@ -1,10 +1,12 @@
 //! Running the rule queries and turning their rows into findings: the
 //! catalog of views and rules (`catalog`), registering the views
 //! (`views`), what running a query takes (`jobs`), evaluating the catalog
-//! and the readings of later versions (`running`, `readings`, and
-//! `planned` over a neighbourhood), and the rows -> findings (`findings`).
+//! and the readings of later versions (`running`, `readings`, split by
+//! `differences`, and `planned` over a neighbourhood), and the rows ->
+//! findings (`findings`).
 
 pub mod catalog;
+mod differences;
 pub mod ev_table;
 mod findings;
 pub mod helpers;

@@ -10,7 +10,7 @@
 //! rule read it unchanged, loaded, in place and on a cluster.
 
 use datafusion::arrow::array::{AsArray, Int32Array, RecordBatch};
-use datafusion::arrow::datatypes::{Int32Type, Int64Type};
+use datafusion::arrow::datatypes::{DataType, Int32Type, Int64Type};
 use datafusion::error::Result;
 use datafusion::prelude::SessionContext;
 use std::collections::HashMap;
@@ -46,6 +46,7 @@ pub trait Sessions: Sync {
 /// what the whole log would say differently (a property test holds the
 /// two ways to each other), at the cost of a few scans instead of the
 /// whole rule set again.
+#[derive(Default)]
 pub struct Neighbourhood {
     pub events: Vec<RecordBatch>,
     pub evidence: Vec<RecordBatch>,
@@ -88,6 +89,13 @@ impl Neighbourhood {
 /// names more values than the log has rows.
 const MOST: f64 = 0.2;
 
+/// Past this many conflicting ids, and this share of the log's rows, the
+/// neighbourhood is not asked for: each id brings its tasks' families and
+/// token holders, and in every log we generated so many ids' neighbourhood
+/// was most of the log (on a 1 GB log with 1 % of its events in two
+/// versions, finding that out took 1.4 s).
+const MANY_IDS: (usize, f64) = (1000, 0.001);
+
 /// The neighbourhood of `conflicts` in the log `ctx` holds (its views
 /// registered), or None when it is most of the log.
 pub async fn neighbourhood(
@@ -97,7 +105,8 @@ pub async fn neighbourhood(
     use std::collections::BTreeSet;
     let total = count(ctx, "SELECT count(*) FROM events".into()).await?;
     let most = (MOST * total as f64) as usize;
-    if conflicts.ids() > most {
+    let many = MANY_IDS.0.max((MANY_IDS.1 * total as f64) as usize);
+    if conflicts.ids() > most.min(many) {
         return Ok(None);
     }
     // The versions a reading can put in place of the first (past the
@@ -304,6 +313,87 @@ pub async fn neighbourhood(
     }))
 }
 
+/// The rows of the first 16 versions of the conflicting ids alone, and the
+/// whole log's end: the neighbourhood of rules that read each event by
+/// itself (`differences::RuleReads::row_by_row`), whose rows a reading
+/// can change only for the events it swaps. `fetched` holds them (and
+/// maybe more) when they were read already.
+pub async fn own_rows(
+    ctx: &SessionContext,
+    conflicts: &Conflicts,
+    fetched: Option<&RecordBatch>,
+) -> Result<Neighbourhood> {
+    use datafusion::arrow::array::BooleanArray;
+    let versions: std::collections::BTreeSet<i64> = (conflicts.ids.iter())
+        .flat_map(|v| v.iter().take(MAX_READING as usize))
+        .copied()
+        .collect();
+    let events = match fetched {
+        Some(rows) => {
+            let seqs = rows.column_by_name("seq").expect("events have seq");
+            let seqs = datafusion::arrow::compute::cast(seqs, &DataType::Int64)?;
+            let seqs = seqs.as_primitive::<Int64Type>();
+            let mask: BooleanArray = (seqs.values().iter())
+                .map(|s| Some(versions.contains(s)))
+                .collect();
+            vec![datafusion::arrow::compute::filter_record_batch(
+                rows, &mask,
+            )?]
+        }
+        None => matching(ctx, "seq", &versions).await?.collect().await?,
+    };
+    let log_end = match ctx.table_exist("log_end")? {
+        true => collect(ctx, "SELECT * FROM log_end".into()).await?,
+        false => Vec::new(),
+    };
+    Ok(Neighbourhood {
+        events: as_events(events)?,
+        evidence: Vec::new(),
+        log_end,
+    })
+}
+
+/// The rows of `events` whose `column` holds one of `values`: a join with
+/// them, unnested from one list value (a cluster is sent it as it is),
+/// where a list of tens of thousands of values in a query's text, or as
+/// many rows of VALUES, took most of a second to plan.
+pub(super) async fn matching(
+    ctx: &SessionContext,
+    column: &str,
+    values: &std::collections::BTreeSet<i64>,
+) -> Result<datafusion::dataframe::DataFrame> {
+    use datafusion::arrow::array::ListArray;
+    use datafusion::common::{JoinType, ScalarValue};
+    use datafusion::logical_expr::lit;
+    let list = ListArray::from_iter_primitive::<Int64Type, _, _>([Some(
+        values.iter().map(|v| Some(*v)).collect::<Vec<_>>(),
+    )]);
+    // The values have no statistics the engine could weigh: it would
+    // build its table of the events, or hash both sides into partitions
+    // (a copy of every event). Planned as written instead: one table of
+    // the values, the events' partitions streaming past it.
+    let mut state = ctx.state();
+    let optimizer = &mut state.config_mut().options_mut().optimizer;
+    optimizer.join_reordering = false;
+    optimizer.repartition_joins = false;
+    let ctx = &SessionContext::new_with_state(state);
+    let values = (ctx.read_empty()?)
+        .select(vec![
+            lit(ScalarValue::List(Arc::new(list))).alias("hvaudit_value"),
+        ])?
+        .unnest_columns(&["hvaudit_value"])?;
+    // The few values are the side the join builds its table of (the
+    // left); the events stream past it.
+    let events = ctx.table("events").await?;
+    values.join(
+        events,
+        JoinType::RightSemi,
+        &["hvaudit_value"],
+        &[column],
+        None,
+    )
+}
+
 async fn count(ctx: &SessionContext, sql: String) -> Result<u64> {
     let batches = collect(ctx, sql).await?;
     let n = batches
@@ -433,6 +523,24 @@ impl Conflicts {
     /// The conflicting ids.
     pub fn ids(&self) -> usize {
         self.ids.len()
+    }
+
+    /// Per conflicting id, the seqs of its versions, version 1 first.
+    pub fn versions(&self) -> &[Vec<i64>] {
+        &self.ids
+    }
+
+    /// The ids `keep` marks (one mark per id, in the order of
+    /// [`Conflicts::versions`]), and the others.
+    pub fn split(&self, keep: &[bool]) -> (Conflicts, Conflicts) {
+        let (mut kept, mut others) = (Conflicts::default(), Conflicts::default());
+        for (versions, &k) in self.ids.iter().zip(keep) {
+            match k {
+                true => kept.ids.push(versions.clone()),
+                false => others.ids.push(versions.clone()),
+            }
+        }
+        (kept, others)
     }
 
     /// Ids with more versions than readings are made for.
@@ -614,6 +722,47 @@ mod tests {
         assert_eq!(c.past_the_last_reading(), 1);
         assert_eq!(c.swaps(16)[0], (0, 15, 16));
         assert!(conflicts(&[]).readings().is_empty());
+    }
+
+    /// The events are never held for the join: its table is built of the
+    /// values, and the events (many rows, their count known) stream past.
+    #[tokio::test]
+    async fn matching_builds_its_table_of_the_values() {
+        use datafusion::arrow::array::Int64Array;
+        use datafusion::arrow::datatypes::{Field, Schema};
+        let ctx = SessionContext::new();
+        let schema = Arc::new(Schema::new(vec![Field::new("seq", DataType::Int64, false)]));
+        let seqs = Int64Array::from_iter_values(0..100_000);
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(seqs)]).unwrap();
+        let table = datafusion::datasource::MemTable::try_new(schema, vec![vec![batch]]).unwrap();
+        ctx.register_table("events", Arc::new(table)).unwrap();
+        let wanted = [5, 70_000, 200_000].into_iter().collect();
+        let rows = matching(&ctx, "seq", &wanted).await.unwrap();
+        let plan = rows.clone().create_physical_plan().await.unwrap();
+        let shown = datafusion::physical_plan::displayable(plan.as_ref())
+            .indent(false)
+            .to_string();
+        let join = shown
+            .lines()
+            .position(|l| l.contains("HashJoinExec"))
+            .unwrap();
+        let join_line = shown.lines().nth(join).unwrap();
+        assert!(
+            join_line.contains("mode=CollectLeft, join_type=RightSemi"),
+            "{shown}"
+        );
+        // The build side (the first input) unnests the values.
+        let build = shown
+            .lines()
+            .skip(join + 1)
+            .take(3)
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(build.contains("Unnest"), "{shown}");
+        let found: Vec<i64> = (rows.collect().await.unwrap().iter())
+            .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+            .collect();
+        assert_eq!(found.len(), 2);
     }
 
     #[test]

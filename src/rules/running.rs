@@ -8,6 +8,7 @@ use super::jobs::{AbortOnDrop, Dependencies, Job, add_rows, jobs_at_once, outcom
 use super::readings;
 use super::views::{Materialize, register_view};
 use crate::finding_store::{FindingRow, Findings, Interner};
+use datafusion::arrow::array::RecordBatch;
 use datafusion::error::DataFusionError;
 use datafusion::execution::memory_pool::MemoryLimit;
 use datafusion::prelude::SessionContext;
@@ -137,20 +138,41 @@ async fn read_later_versions(
     // Only what reads `ev` can read otherwise (the integrity rule reads
     // every version, the same in every reading).
     let (reading_catalog, rule_index) = reading_ev(ctx, catalog);
-    let quiet = indicatif::ProgressBar::hidden();
-    let readings = conflicts.readings();
     // The built-in rules read only a neighbourhood of the conflicting ids
     // differently: every reading and the reading of version 1 run over it
     // alone (`HVAUDIT_READINGS=full` runs them over the whole log, as rules
-    // of the user's own always do). One neighbourhood serves every
-    // reading: findings of two readings are told apart by their text,
-    // which a narrower one could change at its edge.
+    // of the user's own always do), and a rule blind to what most ids'
+    // versions differ in reads the other ids' alone (`differences`). One
+    // neighbourhood serves every reading of a part: findings of two
+    // readings are told apart by their text, which a narrower one could
+    // change at its edge.
     let whole = std::env::var("HVAUDIT_READINGS").is_ok_and(|v| v == "full");
-    let mut part: Option<readings::Neighbourhood> = None;
-    if !whole && catalog.all_shipped() {
+    let shipped = !whole && catalog.all_shipped();
+    let all = Part {
+        catalog: reading_catalog,
+        labels: rule_index,
+        conflicts: conflicts.clone(),
+        left_out: readings::Conflicts::default(),
+        by_row: false,
+    };
+    let (parts, fetched) = match shipped {
+        true => split(ctx, sessions, all, &conflicts).await?,
+        false => (vec![all], None),
+    };
+    // Every neighbourhood is asked for before a reading of the whole log
+    // lets go of the session's views.
+    let mut hoods = Vec::with_capacity(parts.len());
+    for part in &parts {
+        if !shipped {
+            hoods.push(None);
+            continue;
+        }
         let started = std::time::Instant::now();
-        part = readings::neighbourhood(ctx, &conflicts).await?;
-        let what = match &part {
+        let hood = match part.by_row {
+            true => Some(readings::own_rows(ctx, &part.conflicts, fetched.as_ref()).await?),
+            false => readings::neighbourhood(ctx, &part.conflicts).await?,
+        };
+        let what = match &hood {
             Some(p) => {
                 let rows: usize = p.events.iter().map(|b| b.num_rows()).sum();
                 format!("neighbourhood ({rows} events)")
@@ -158,6 +180,7 @@ async fn read_later_versions(
             None => "neighbourhood (most of the log: the whole log is read)".into(),
         };
         crate::progress::timing("reading", &what, started);
+        hoods.push(hood);
     }
     // A reading's rows that no earlier one gave, and its errors.
     let note = |added: &mut Evaluated,
@@ -176,20 +199,21 @@ async fn read_later_versions(
             }
         }
     };
-    if let Some(part) = &part {
+    for (part, hood) in parts.iter().zip(&hoods) {
+        let Some(hood) = hood else { continue };
         // Over a neighbourhood: the log's end is the whole log's, `ev` its
         // view over `events`, and every query planned once.
         let started = std::time::Instant::now();
-        let mut reduced_catalog = reading_catalog.clone();
+        let mut reduced_catalog = part.catalog.clone();
         reduced_catalog.remove_embedded_view("log_end");
         reduced_catalog.restore_embedded_view("ev");
-        let session = sessions.reduced(part).await?;
+        let session = sessions.reduced(hood).await?;
         let mut swapped = Vec::new();
-        for k in readings.clone() {
-            swapped.extend(part.swapped_rows(&conflicts.swaps(k))?);
+        for k in part.conflicts.readings() {
+            swapped.extend(hood.swapped_rows(&part.conflicts.swaps(k))?);
         }
         let (planned, errors) =
-            super::planned::Planned::new(session, part, &reduced_catalog, &rule_index, &swapped)
+            super::planned::Planned::new(session, hood, &reduced_catalog, &part.labels, &swapped)
                 .await?;
         // Version 1 over the neighbourhood: what every reading is told
         // apart from (besides the whole log's own findings). What fails
@@ -201,9 +225,11 @@ async fn read_later_versions(
         seen.extend(first_run.rows.iter().map(key));
         let failed: std::collections::HashSet<String> =
             added.errors.iter().map(|(what, _)| what.clone()).collect();
-        for k in readings.clone() {
+        for k in part.conflicts.readings() {
             let started = std::time::Instant::now();
-            let run = planned.reading(part, &conflicts.swaps(k), strings).await?;
+            let mut run = planned
+                .reading(hood, &part.conflicts.swaps(k), strings)
+                .await?;
             let what = format!(
                 "version {k} ({} of {} rules, {} views run)",
                 run.rules_run,
@@ -211,41 +237,150 @@ async fn read_later_versions(
                 run.views_run
             );
             crate::progress::timing("reading", &what, started);
+            part.move_seqs(k, &mut run.rows);
             let errors = (run.errors.into_iter())
                 .filter(|(what, _)| !failed.contains(what))
                 .collect();
             note(&mut added, &mut seen, k, run.rows, errors);
         }
-    } else {
+    }
+    if hoods.iter().any(Option::is_none) {
         // Each reading of the whole log computes its own views: the
         // version-1 session lets go of its own (and of `ev`) first, so
         // that two sets are never held at once (`resolve` reads `events`).
         for name in catalog.views.iter().map(|v| v.name.as_str()).chain(["ev"]) {
             ctx.deregister_table(name)?;
         }
-        for k in readings.clone() {
+    }
+    let quiet = indicatif::ProgressBar::hidden();
+    for (part, _) in parts.iter().zip(&hoods).filter(|(_, h)| h.is_none()) {
+        for k in part.conflicts.readings() {
             let started = std::time::Instant::now();
-            let swaps = conflicts.swaps(k);
+            let swaps = part.conflicts.swaps(k);
             let (session, materialize) = sessions.session(&swaps, k).await?;
-            let Evaluated { rows, errors } = evaluate(
+            let Evaluated { mut rows, errors } = evaluate(
                 &session,
-                &reading_catalog,
-                &rule_index,
+                &part.catalog,
+                &part.labels,
                 &materialize,
                 &quiet,
                 strings,
             )
             .await;
-            crate::progress::timing("reading", &format!("version {k}"), started);
+            let what = format!("version {k} ({} rules)", part.catalog.rules.len());
+            crate::progress::timing("reading", &what, started);
+            part.move_seqs(k, &mut rows);
             note(&mut added, &mut seen, k, rows, errors);
         }
     }
     let made = readings::Made {
         ids: conflicts.ids() as u64,
-        readings: readings.count() as u32,
+        readings: conflicts.readings().count() as u32,
         past_the_last: conflicts.past_the_last_reading() as u64,
     };
     Ok((added, Some(made)))
+}
+
+/// A part of the readings: the rules it runs (and the labels their rows
+/// carry), the conflicting ids whose versions it swaps, those it leaves
+/// out, which only move the seqs its rows cite, and whether its rules all
+/// read each event by itself, so that its neighbourhood is the swapped
+/// events alone ([`differences`](super::differences)).
+struct Part {
+    catalog: Catalog,
+    labels: Vec<u32>,
+    conflicts: readings::Conflicts,
+    left_out: readings::Conflicts,
+    by_row: bool,
+}
+
+impl Part {
+    /// The rows of reading `k` as the reading that swaps the ids left out
+    /// too gives them.
+    fn move_seqs(&self, k: u32, rows: &mut [FindingRow]) {
+        if self.left_out.is_empty() {
+            return;
+        }
+        let moved: std::collections::HashMap<i64, i64> = (self.left_out.swaps(k).into_iter())
+            .map(|(first, chosen, _)| (first, chosen))
+            .collect();
+        super::differences::move_seqs(rows, &moved);
+    }
+
+    /// The part that runs the rules `keep` marks (one mark per rule, with
+    /// what each reads), and only the views they read.
+    fn rules(
+        &self,
+        keep: &[bool],
+        read: &[super::differences::RuleReads],
+        conflicts: readings::Conflicts,
+        left_out: readings::Conflicts,
+    ) -> Part {
+        let mut catalog = self.catalog.clone();
+        let mut marks = keep.iter();
+        catalog.rules.retain(|_| *marks.next().unwrap_or(&true));
+        catalog.drop_unread_views(&[]);
+        let labels = (self.labels.iter().zip(keep))
+            .filter(|(_, k)| **k)
+            .map(|(l, _)| *l)
+            .collect();
+        let by_row = (keep.iter().zip(read)).all(|(k, r)| !k || r.row_by_row);
+        Part {
+            catalog,
+            labels,
+            conflicts,
+            left_out,
+            by_row,
+        }
+    }
+}
+
+/// `all` split by what the versions differ in (`differences`): the rules
+/// blind to what most ids differ in, reading the other ids' versions, and
+/// the rest reading every id's; or `all` as it is, when that leaves
+/// nothing out. A part with no rule or no id to read is left out. Beside,
+/// the rows of the versions compared.
+async fn split(
+    ctx: &SessionContext,
+    sessions: &dyn readings::Sessions,
+    all: Part,
+    conflicts: &readings::Conflicts,
+) -> datafusion::error::Result<(Vec<Part>, Option<RecordBatch>)> {
+    use super::differences;
+    let started = std::time::Instant::now();
+    let empty = sessions
+        .reduced(&readings::Neighbourhood::default())
+        .await?;
+    let read = differences::columns_read(&empty, &all.catalog).await;
+    crate::progress::timing("reading", "what each rule reads", started);
+    let (differ, fetched) = differences::differences(ctx, conflicts).await?;
+    let split = differences::Split::of(&differ, &read);
+    let what = split
+        .as_ref()
+        .map_or("nothing to leave out".into(), |s| s.describe());
+    crate::progress::timing(
+        "reading",
+        &format!("what the versions differ in: {what}"),
+        started,
+    );
+    let Some(split) = split else {
+        return Ok((vec![all], Some(fetched)));
+    };
+    let (within, others) = conflicts.split(&split.within);
+    let seeing: Vec<bool> = split.blind.iter().map(|b| !b).collect();
+    let parts = [
+        all.rules(&split.blind, &read, others, within),
+        all.rules(
+            &seeing,
+            &read,
+            conflicts.clone(),
+            readings::Conflicts::default(),
+        ),
+    ];
+    let parts = (parts.into_iter())
+        .filter(|p| !p.catalog.rules.is_empty() && !p.conflicts.is_empty())
+        .collect();
+    Ok((parts, Some(fetched)))
 }
 
 /// Register the catalog's views and run its rules, as one dependency
