@@ -121,6 +121,12 @@ def human(n):
 
 def main():
     binary, work, sizes = sys.argv[1], sys.argv[2], sys.argv[3:]
+    # The DuckDB runs exit 1 without it, which `run` takes for findings.
+    try:
+        import duckdb  # noqa: F401
+    except ImportError:
+        sys.exit(f"{sys.executable} has no duckdb: run benches/compare.sh, or this script "
+                 "with the tests' environment's python ($CARGO_TARGET_DIR/test-venv/bin/python)")
     os.makedirs(work, exist_ok=True)
     for size in sizes:
         log = os.path.join(work, f"synth-{size}.ndjson")
