@@ -23,7 +23,7 @@ use super::readings::Conflicts;
 use crate::finding_store::FindingRow;
 use datafusion::arrow::array::{AsArray, RecordBatch, make_comparator};
 use datafusion::arrow::compute::SortOptions;
-use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema};
+use datafusion::arrow::datatypes::{DataType, Int64Type};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::datasource::MemTable;
 use datafusion::error::Result;
@@ -57,11 +57,8 @@ pub(super) async fn columns_read(empty: &SessionContext, catalog: &Catalog) -> V
     views.restore_embedded_view("log_end");
     // `ev` is a table here, not its view: its scans are what a reading
     // swaps rows of.
-    let mut fields = crate::ingest::schema::EVENTS.fields().to_vec();
-    for name in ["task_key", "parent_key"] {
-        fields.push(Arc::new(Field::new(name, DataType::UInt32, true)));
-    }
-    let ev = MemTable::try_new(Arc::new(Schema::new(fields)), vec![Vec::new()]);
+    let schema = super::ev_table::keyed(&crate::ingest::schema::EVENTS);
+    let ev = MemTable::try_new(schema, vec![Vec::new()]);
     let registered = ev.and_then(|ev| empty.register_table("ev", Arc::new(ev)));
     if registered.is_err() {
         return unknown();
@@ -163,10 +160,7 @@ pub(super) async fn differences(
     conflicts: &Conflicts,
 ) -> Result<(Vec<BTreeSet<String>>, RecordBatch)> {
     let max = super::readings::MAX_READING as usize;
-    let wanted: BTreeSet<i64> = (conflicts.versions().iter())
-        .flat_map(|v| v.iter().take(max).copied())
-        .collect();
-    let rows = rows_of(ctx, &wanted).await?;
+    let rows = rows_of(ctx, &conflicts.read_versions()).await?;
     let schema = rows.schema();
     let seqs = rows.column_by_name("seq").expect("events have seq");
     let seqs = datafusion::arrow::compute::cast(seqs, &DataType::Int64)?;
@@ -350,6 +344,7 @@ pub(super) fn move_seqs(rows: &mut [FindingRow], moved: &HashMap<i64, i64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datafusion::arrow::datatypes::{Field, Schema};
 
     fn set(names: &[&str]) -> BTreeSet<String> {
         names.iter().map(|s| s.to_string()).collect()

@@ -72,11 +72,7 @@ impl EvTable {
             .first()
             .map_or_else(|| EVENTS.clone(), |b| b.schema());
         let type_col = events_col("type");
-        let mut fields = base.fields().to_vec();
-        for name in ["task_key", "parent_key"] {
-            fields.push(Arc::new(Field::new(name, DataType::UInt32, true)));
-        }
-        let schema = Arc::new(Schema::new(fields));
+        let schema = keyed(&base);
         let batches = events
             .iter()
             .zip(keys)
@@ -134,6 +130,16 @@ impl EvTable {
         }
         Ok(pass)
     }
+}
+
+/// `ev`'s layout over `events` laid out as `base`: its columns, then the
+/// task keys.
+pub(super) fn keyed(base: &Schema) -> SchemaRef {
+    let mut fields = base.fields().to_vec();
+    for name in ["task_key", "parent_key"] {
+        fields.push(Arc::new(Field::new(name, DataType::UInt32, true)));
+    }
+    Arc::new(Schema::new(fields))
 }
 
 /// Whether each row of `batch` (laid out as `schema`) passes `filter`, its

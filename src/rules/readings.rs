@@ -59,25 +59,35 @@ impl Neighbourhood {
     /// version 1 numbers them and as this reading does: what tells whether
     /// a query can read this reading differently.
     pub fn swapped_rows(&self, swaps: &Swaps) -> Result<Vec<RecordBatch>> {
-        use datafusion::arrow::array::BooleanArray;
-        let at = crate::ingest::schema::events_col;
         let wanted: std::collections::HashSet<i64> = (swaps.iter())
             .flat_map(|&(first, chosen, _)| [first, chosen])
             .collect();
-        let mut rows = Vec::new();
-        for b in &self.events {
-            let seqs = b.column(at("seq")).as_primitive::<Int64Type>();
-            let mask: BooleanArray = (seqs.values().iter())
-                .map(|s| Some(wanted.contains(s)))
-                .collect();
-            if mask.true_count() > 0 {
-                rows.push(datafusion::arrow::compute::filter_record_batch(b, &mask)?);
-            }
-        }
+        let mut rows = rows_with_seqs(&self.events, &wanted)?;
         let swapped = swapped_batches(&rows, swaps);
         rows.extend(swapped);
         Ok(rows)
     }
+}
+
+/// The rows of `batches` (laid out as `events`) whose seq is in `seqs`;
+/// batches with none left out.
+fn rows_with_seqs(
+    batches: &[RecordBatch],
+    seqs: &std::collections::HashSet<i64>,
+) -> Result<Vec<RecordBatch>> {
+    use datafusion::arrow::array::BooleanArray;
+    let mut rows = Vec::new();
+    for b in batches {
+        let seq = b.column_by_name("seq").expect("events have seq");
+        let seq = datafusion::arrow::compute::cast(seq, &DataType::Int64)?;
+        let mask: BooleanArray = (seq.as_primitive::<Int64Type>().values().iter())
+            .map(|s| Some(seqs.contains(s)))
+            .collect();
+        if mask.true_count() > 0 {
+            rows.push(datafusion::arrow::compute::filter_record_batch(b, &mask)?);
+        }
+    }
+    Ok(rows)
 }
 
 /// Past this share of the log, the neighbourhood is not worth taking
@@ -109,13 +119,7 @@ pub async fn neighbourhood(
     if conflicts.ids() > most.min(many) {
         return Ok(None);
     }
-    // The versions a reading can put in place of the first (past the
-    // sixteenth, none: only the integrity rule reads them, the same in
-    // every reading).
-    let versions: BTreeSet<i64> = (conflicts.ids.iter())
-        .flat_map(|v| v.iter().take(MAX_READING as usize))
-        .copied()
-        .collect();
+    let versions = conflicts.read_versions();
     let (mut tasks, mut tokens, mut ids, mut facts) = (
         BTreeSet::new(),
         BTreeSet::new(),
@@ -313,35 +317,18 @@ pub async fn neighbourhood(
     }))
 }
 
-/// The rows of the first 16 versions of the conflicting ids alone, and the
-/// whole log's end: the neighbourhood of rules that read each event by
-/// itself (`differences::RuleReads::row_by_row`), whose rows a reading
-/// can change only for the events it swaps. `fetched` holds them (and
-/// maybe more) when they were read already.
+/// The rows of the first 16 versions of the conflicting ids alone, taken
+/// from `fetched` (which holds them), and the whole log's end: the
+/// neighbourhood of rules that read each event by itself
+/// (`differences::RuleReads::row_by_row`), whose rows a reading can change
+/// only for the events it swaps.
 pub async fn own_rows(
     ctx: &SessionContext,
     conflicts: &Conflicts,
-    fetched: Option<&RecordBatch>,
+    fetched: &RecordBatch,
 ) -> Result<Neighbourhood> {
-    use datafusion::arrow::array::BooleanArray;
-    let versions: std::collections::BTreeSet<i64> = (conflicts.ids.iter())
-        .flat_map(|v| v.iter().take(MAX_READING as usize))
-        .copied()
-        .collect();
-    let events = match fetched {
-        Some(rows) => {
-            let seqs = rows.column_by_name("seq").expect("events have seq");
-            let seqs = datafusion::arrow::compute::cast(seqs, &DataType::Int64)?;
-            let seqs = seqs.as_primitive::<Int64Type>();
-            let mask: BooleanArray = (seqs.values().iter())
-                .map(|s| Some(versions.contains(s)))
-                .collect();
-            vec![datafusion::arrow::compute::filter_record_batch(
-                rows, &mask,
-            )?]
-        }
-        None => matching(ctx, "seq", &versions).await?.collect().await?,
-    };
+    let versions = conflicts.read_versions().into_iter().collect();
+    let events = rows_with_seqs(std::slice::from_ref(fetched), &versions)?;
     let log_end = match ctx.table_exist("log_end")? {
         true => collect(ctx, "SELECT * FROM log_end".into()).await?,
         false => Vec::new(),
@@ -528,6 +515,16 @@ impl Conflicts {
     /// Per conflicting id, the seqs of its versions, version 1 first.
     pub fn versions(&self) -> &[Vec<i64>] {
         &self.ids
+    }
+
+    /// The seqs of the versions a reading can put in place of the first
+    /// (each id's first 16; past the sixteenth, none: only the integrity
+    /// rule reads them, the same in every reading), and the first ones.
+    pub fn read_versions(&self) -> std::collections::BTreeSet<i64> {
+        (self.ids.iter())
+            .flat_map(|v| v.iter().take(MAX_READING as usize))
+            .copied()
+            .collect()
     }
 
     /// The ids `keep` marks (one mark per id, in the order of

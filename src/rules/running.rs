@@ -168,9 +168,9 @@ async fn read_later_versions(
             continue;
         }
         let started = std::time::Instant::now();
-        let hood = match part.by_row {
-            true => Some(readings::own_rows(ctx, &part.conflicts, fetched.as_ref()).await?),
-            false => readings::neighbourhood(ctx, &part.conflicts).await?,
+        let hood = match (part.by_row, &fetched) {
+            (true, Some(rows)) => Some(readings::own_rows(ctx, &part.conflicts, rows).await?),
+            _ => readings::neighbourhood(ctx, &part.conflicts).await?,
         };
         let what = match &hood {
             Some(p) => {
